@@ -1,0 +1,313 @@
+"""Generated Wasm module that owns one instance's buffer bytes and serves the scalar imports.
+
+DESIGN decision 1: a Wasm->Python call costs microseconds, a Wasm->Wasm call nanoseconds, so
+getBuffer/readBuffer*/writeBuffer* (and the GC transfers, which need anyref) are exported by this
+module and the guest links straight to them. Python reaches the same linear memory as numpy views
+and owns the layout below; Wasm calls back into Python only on error paths (trap), when a buffer is
+not CPU-current (acquire), and around GC transfers (gc_begin/gc_end, for checks and bookkeeping).
+
+Layout of the accessor memory (all little-endian):
+  [0]     u32 state        0 = open; anything else traps 12 (instance closing or host stopped)
+  [32]    u32 slots[8]     bound handle per slot, 0 = empty
+  [64]    hash[128]        (u32 handle, u32 record) open addressing on handle & 127, 0 = empty
+  [1088]  records[64]      32 bytes each, see RECORD_DTYPE
+  [4096]  heap             buffer bytes, placed by buffers.HeapAllocator
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .table import SLOT_COUNT, ElementType, TYPE_INFO, IMPORTS_BY_NAME
+
+STATE_OFFSET = 0
+SLOTS_OFFSET = 32
+HASH_OFFSET = 64
+HASH_ENTRIES = 128
+RECORDS_OFFSET = HASH_OFFSET + 8 * HASH_ENTRIES
+MAX_RECORDS = 64
+RECORD_BYTES = 32
+HEAP_OFFSET = 4096
+assert RECORDS_OFFSET + MAX_RECORDS * RECORD_BYTES <= HEAP_OFFSET
+
+# Record flags.
+CPU_CURRENT = 1
+GPU_CURRENT = 2
+LOST = 4
+DIRTY = 8
+
+RECORD_DTYPE = np.dtype([
+    ("type", "<u4"), ("length", "<u4"), ("ptr", "<u4"), ("flags", "<u4"),
+    ("version", "<u8"), ("dirty_start", "<u4"), ("dirty_end", "<u4"),
+])
+assert RECORD_DTYPE.itemsize == RECORD_BYTES
+HASH_DTYPE = np.dtype([("handle", "<u4"), ("record", "<u4")])
+
+# GC array storage kinds, as classified by the adapter and passed to gc_begin.
+GC_NULL = 0
+GC_OTHER = 255  # not an array of a numeric type we know (struct, i31, ref-typed array, ...)
+
+
+@dataclass(frozen=True)
+class AccessOps:
+    """How one element type is loaded, stored and laid out in the accessor memory."""
+
+    load: str
+    store: str
+    size_log2: int
+    scalar: str
+    gc_kind: str  # GC array storage type accepted for transfers (abi.md §1.2)
+    gc_get: str  # array.get variant for that storage
+    gc_load: str  # memory load for copying into an array of that storage
+    gc_store: str  # memory store for copying out of such an array
+
+
+_STORAGE = {  # gc storage -> (array.get, memory load, memory store, bytes)
+    "i8": ("array.get_u", "i32.load8_u", "i32.store8"),
+    "i16": ("array.get_u", "i32.load16_u", "i32.store16"),
+    "i32": ("array.get", "i32.load", "i32.store"),
+    "i64": ("array.get", "i64.load", "i64.store"),
+    "f32": ("array.get", "f32.load", "f32.store"),
+    "f64": ("array.get", "f64.load", "f64.store"),
+}
+GC_KINDS = tuple(_STORAGE)  # kind code = index + 1
+
+# One row per element type: scalar load/store and GC storage.  F16 converts through helpers.
+_OPS_ROWS = {
+    ElementType.I8: ("i32.load8_s", "i32.store8", "i8"),
+    ElementType.U8: ("i32.load8_u", "i32.store8", "i8"),
+    ElementType.I16: ("i32.load16_s", "i32.store16", "i16"),
+    ElementType.U16: ("i32.load16_u", "i32.store16", "i16"),
+    ElementType.I32: ("i32.load", "i32.store", "i32"),
+    ElementType.U32: ("i32.load", "i32.store", "i32"),
+    ElementType.F16: ("i32.load16_u\n    call $half_to_f32\n    f32.reinterpret_i32",
+                      "i32.reinterpret_f32\n    call $f32_to_half\n    i32.store16", "i16"),
+    ElementType.F32: ("f32.load", "f32.store", "f32"),
+    ElementType.I64: ("i64.load", "i64.store", "i64"),
+    ElementType.U64: ("i64.load", "i64.store", "i64"),
+    ElementType.F64: ("f64.load", "f64.store", "f64"),
+}
+OPS: dict[ElementType, AccessOps] = {
+    t: AccessOps(load, store, TYPE_INFO[t].stored_bytes.bit_length() - 1, TYPE_INFO[t].scalar, kind,
+                 *_STORAGE[kind])
+    for t, (load, store, kind) in _OPS_ROWS.items()
+}
+
+
+def gc_kind_code(element_type: ElementType) -> int:
+    return GC_KINDS.index(OPS[element_type].gc_kind) + 1
+
+
+_F16_HELPERS = """
+  ;; binary16 bits -> f32 bits (abi.md 5.3): every NaN -> 0x7fc00000, subnormals normalised.
+  (func $half_to_f32 (param $h i32) (result i32)
+    (local $s i32) (local $e i32) (local $m i32)
+    (local.set $s (i32.shl (i32.and (local.get $h) (i32.const 0x8000)) (i32.const 16)))
+    (local.set $e (i32.and (i32.shr_u (local.get $h) (i32.const 10)) (i32.const 31)))
+    (local.set $m (i32.and (local.get $h) (i32.const 0x3ff)))
+    (if (i32.eq (local.get $e) (i32.const 31)) (then
+      (if (local.get $m) (then (return (i32.const 0x7fc00000))))
+      (return (i32.or (local.get $s) (i32.const 0x7f800000)))))
+    (if (i32.eqz (local.get $e)) (then
+      (if (i32.eqz (local.get $m)) (then (return (local.get $s))))
+      (local.set $e (i32.const 113))
+      (loop $norm
+        (if (i32.eqz (i32.and (local.get $m) (i32.const 0x400))) (then
+          (local.set $m (i32.shl (local.get $m) (i32.const 1)))
+          (local.set $e (i32.sub (local.get $e) (i32.const 1)))
+          (br $norm))))
+      (return (i32.or (i32.or (local.get $s) (i32.shl (local.get $e) (i32.const 23)))
+                      (i32.shl (i32.and (local.get $m) (i32.const 0x3ff)) (i32.const 13))))))
+    (i32.or (i32.or (local.get $s) (i32.shl (i32.add (local.get $e) (i32.const 112)) (i32.const 23)))
+            (i32.shl (local.get $m) (i32.const 13))))
+
+  ;; f32 bits -> binary16 bits, round to nearest even; every NaN -> 0x7e00.
+  (func $f32_to_half (param $x i32) (result i32)
+    (local $s i32) (local $e i32) (local $m i32) (local $k i32) (local $v i32) (local $r i32) (local $half i32)
+    (local.set $s (i32.and (i32.shr_u (local.get $x) (i32.const 16)) (i32.const 0x8000)))
+    (local.set $e (i32.and (i32.shr_u (local.get $x) (i32.const 23)) (i32.const 255)))
+    (local.set $m (i32.and (local.get $x) (i32.const 0x7fffff)))
+    (if (i32.eq (local.get $e) (i32.const 255)) (then
+      (if (local.get $m) (then (return (i32.const 0x7e00))))
+      (return (i32.or (local.get $s) (i32.const 0x7c00)))))
+    (if (i32.gt_u (local.get $e) (i32.const 142)) (then (return (i32.or (local.get $s) (i32.const 0x7c00)))))
+    (if (i32.lt_u (local.get $e) (i32.const 102)) (then (return (local.get $s))))
+    (if (i32.lt_u (local.get $e) (i32.const 113)) (then
+      (local.set $m (i32.or (local.get $m) (i32.const 0x800000)))
+      (local.set $k (i32.sub (i32.const 126) (local.get $e)))
+      (local.set $v (i32.shr_u (local.get $m) (local.get $k)))
+      (local.set $r (i32.and (local.get $m) (i32.sub (i32.shl (i32.const 1) (local.get $k)) (i32.const 1))))
+      (local.set $half (i32.shl (i32.const 1) (i32.sub (local.get $k) (i32.const 1))))
+      (if (i32.or (i32.gt_u (local.get $r) (local.get $half))
+                  (i32.and (i32.eq (local.get $r) (local.get $half)) (i32.and (local.get $v) (i32.const 1))))
+        (then (local.set $v (i32.add (local.get $v) (i32.const 1)))))
+      (return (i32.or (local.get $s) (local.get $v)))))
+    (local.set $v (i32.or (i32.shl (i32.sub (local.get $e) (i32.const 112)) (i32.const 10))
+                          (i32.shr_u (local.get $m) (i32.const 13))))
+    (local.set $r (i32.and (local.get $m) (i32.const 0x1fff)))
+    (if (i32.or (i32.gt_u (local.get $r) (i32.const 0x1000))
+                (i32.and (i32.eq (local.get $r) (i32.const 0x1000)) (i32.and (local.get $v) (i32.const 1))))
+      (then (local.set $v (i32.add (local.get $v) (i32.const 1)))))
+    (i32.or (local.get $s) (local.get $v)))
+  (func (export "half_to_f32") (param i32) (result i32) (call $half_to_f32 (local.get 0)))
+  (func (export "f32_to_half") (param i32) (result i32) (call $f32_to_half (local.get 0)))
+"""
+
+
+def _trap(status: int) -> str:
+    return f"(call $trap (i32.const {status})) (unreachable)"
+
+
+def _checked_address(type_id: int, size_log2: int) -> str:
+    """Inline check order of abi.md §2.13 steps 1-6, leaving the element's address in $a.
+
+    Inlined (not a helper call) because it runs once per element of every CPU fallback loop.
+    """
+    return f"""
+    (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(12)}))
+    (if (i32.eqz (local.get $h)) (then {_trap(2)}))
+    (local.set $i (i32.and (local.get $h) (i32.const {HASH_ENTRIES - 1})))
+    (block $found
+      (loop $probe
+        (local.set $k (i32.load offset={HASH_OFFSET} (i32.shl (local.get $i) (i32.const 3))))
+        (br_if $found (i32.eq (local.get $k) (local.get $h)))
+        (if (i32.eqz (local.get $k)) (then {_trap(2)}))
+        (local.set $i (i32.and (i32.add (local.get $i) (i32.const 1)) (i32.const {HASH_ENTRIES - 1})))
+        (br $probe)))
+    (local.set $r (i32.add (i32.const {RECORDS_OFFSET})
+      (i32.shl (i32.load offset={HASH_OFFSET + 4} (i32.shl (local.get $i) (i32.const 3))) (i32.const 5))))
+    (if (i32.ne (i32.load (local.get $r)) (i32.const {type_id})) (then {_trap(4)}))
+    (if (i32.ge_u (local.get $idx) (i32.load offset=4 (local.get $r))) (then {_trap(3)}))
+    (if (i32.ne (i32.and (i32.load offset=12 (local.get $r)) (i32.const {CPU_CURRENT | LOST})) (i32.const {CPU_CURRENT}))
+      (then
+        (local.set $k (call $acquire (local.get $h)))
+        (if (local.get $k) (then (call $trap (local.get $k)) (unreachable)))))
+    (local.set $a (i32.add (i32.load offset=8 (local.get $r)) (i32.shl (local.get $idx) (i32.const {size_log2}))))"""
+
+
+_LOCALS = "(local $i i32) (local $k i32) (local $r i32) (local $a i32) (local $f i32)"
+
+# After a store: version += 1 and the GPU copy becomes stale, widening the dirty interval (§4.5).
+_MARK_WRITTEN = f"""
+    (i64.store offset=16 (local.get $r) (i64.add (i64.load offset=16 (local.get $r)) (i64.const 1)))
+    (local.set $f (i32.load offset=12 (local.get $r)))
+    (if (i32.and (local.get $f) (i32.const {GPU_CURRENT}))
+      (then
+        (i32.store offset=12 (local.get $r)
+          (i32.or (i32.and (local.get $f) (i32.const {~GPU_CURRENT & 0xFFFFFFFF})) (i32.const {DIRTY})))
+        (i32.store offset=24 (local.get $r) (local.get $idx))
+        (i32.store offset=28 (local.get $r) (i32.add (local.get $idx) (i32.const 1))))
+      (else
+        (if (i32.and (local.get $f) (i32.const {DIRTY}))
+          (then
+            (if (i32.lt_u (local.get $idx) (i32.load offset=24 (local.get $r)))
+              (then (i32.store offset=24 (local.get $r) (local.get $idx))))
+            (if (i32.ge_u (local.get $idx) (i32.load offset=28 (local.get $r)))
+              (then (i32.store offset=28 (local.get $r) (i32.add (local.get $idx) (i32.const 1)))))))))"""
+
+
+def _scalar_functions() -> str:
+    out = []
+    for t, ops in OPS.items():
+        name = t.name
+        assert IMPORTS_BY_NAME[f"readBuffer{name}"].results == (ops.scalar,)
+        out.append(f"""
+  (func (export "readBuffer{name}") (param $h i32) (param $idx i32) (result {ops.scalar}) {_LOCALS}
+    {_checked_address(int(t), ops.size_log2)}
+    (local.get $a)
+    {ops.load})""")
+        out.append(f"""
+  (func (export "writeBuffer{name}") (param $h i32) (param $idx i32) (param $v {ops.scalar}) {_LOCALS}
+    {_checked_address(int(t), ops.size_log2)}
+    (local.get $a)
+    (local.get $v)
+    {ops.store}
+    {_MARK_WRITTEN})""")
+    return "".join(out)
+
+
+def _gc_types() -> str:
+    rows = []
+    for kind in GC_KINDS:
+        rows.append(f"  (type $a_{kind}_m (array (mut {kind})))")
+        rows.append(f"  (type $a_{kind}_c (array {kind}))")
+    return "\n".join(rows)
+
+
+def _gc_functions() -> str:
+    """setBufferGC/copyBufferGC: classify the anyref, let Python check and prepare, move elements."""
+    classify = []
+    for code, kind in enumerate(GC_KINDS, start=1):
+        for mut, suffix in ((1, "m"), (0, "c")):
+            classify.append(f"""
+      (if (ref.test (ref $a_{kind}_{suffix}) (local.get $arr)) (then
+        (local.set $kind (i32.const {code})) (local.set $mut (i32.const {mut}))
+        (local.set $len (array.len (ref.cast (ref $a_{kind}_{suffix}) (local.get $arr))))))""")
+    classify_text = "".join(classify)
+    out = []
+    for op, opcode in (("set", 0), ("copy", 1)):
+        moves = []
+        for code, kind in enumerate(GC_KINDS, start=1):
+            get, load, store = _STORAGE[kind]
+            width = {"i8": 0, "i16": 1, "i32": 2, "f32": 2, "i64": 3, "f64": 3}[kind]
+            suffixes = ("m", "c") if op == "set" else ("m",)  # copy into immutable is refused in Python
+            for suffix in suffixes:
+                if op == "set":
+                    body = (f"({store} (i32.add (local.get $addr) (i32.shl (local.get $j) (i32.const {width}))) "
+                            f"({get} $a_{kind}_{suffix} (local.get $ref_{kind}_{suffix}) "
+                            f"(i32.add (local.get $aoff) (local.get $j))))")
+                else:
+                    body = (f"(array.set $a_{kind}_{suffix} (local.get $ref_{kind}_{suffix}) "
+                            f"(i32.add (local.get $aoff) (local.get $j)) "
+                            f"({load} (i32.add (local.get $addr) (i32.shl (local.get $j) (i32.const {width})))))")
+                moves.append(f"""
+      (if (i32.and (i32.eq (local.get $kind) (i32.const {code})) (i32.eq (local.get $mut) (i32.const {1 if suffix == 'm' else 0})))
+        (then
+          (local.set $ref_{kind}_{suffix} (ref.cast (ref $a_{kind}_{suffix}) (local.get $arr)))
+          (local.set $j (i32.const 0))
+          (loop $move
+            {body}
+            (local.set $j (i32.add (local.get $j) (i32.const 1)))
+            (br_if $move (i32.lt_u (local.get $j) (local.get $n))))))""")
+        ref_locals = " ".join(
+            f"(local $ref_{kind}_{s} (ref null $a_{kind}_{s}))"
+            for kind in GC_KINDS for s in (("m", "c") if op == "set" else ("m",)))
+        name = f"{op}BufferGC"
+        assert IMPORTS_BY_NAME[name].params == ("i32", "i32", "anyref", "i32", "i32")
+        out.append(f"""
+  (func (export "{name}") (param $h i32) (param $off i32) (param $arr anyref) (param $aoff i32) (param $n i32) (result i32)
+    (local $kind i32) (local $mut i32) (local $len i32) (local $st i32) (local $addr i32) (local $j i32) {ref_locals}
+    (local.set $kind (i32.const {GC_NULL}))
+    (if (i32.eqz (ref.is_null (local.get $arr))) (then
+      (local.set $kind (i32.const {GC_OTHER})){classify_text}))
+    (call $gc_begin (i32.const {opcode}) (local.get $h) (local.get $off) (local.get $kind) (local.get $mut)
+                    (local.get $aoff) (local.get $len) (local.get $n))
+    (local.set $addr)
+    (local.set $st)
+    (if (i32.ne (local.get $st) (i32.const -1)) (then (return (local.get $st))))
+    {"".join(moves)}
+    (call $gc_end (i32.const {opcode}) (local.get $h) (local.get $off) (local.get $n)))""")
+    return "".join(out)
+
+
+def accessor_wat() -> str:
+    """The accessor module's WAT text; compiled once per Host."""
+    return f"""(module
+{_gc_types()}
+  (import "wagogpu" "trap" (func $trap (param i32)))
+  (import "wagogpu" "acquire" (func $acquire (param i32) (result i32)))
+  (import "wagogpu" "gc_begin" (func $gc_begin (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32 i32)))
+  (import "wagogpu" "gc_end" (func $gc_end (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "getBuffer") (param $s i32) (result i32) (local $h i32)
+    (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(12)}))
+    (if (i32.ge_u (local.get $s) (i32.const {SLOT_COUNT})) (then {_trap(5)}))
+    (local.set $h (i32.load offset={SLOTS_OFFSET} (i32.shl (local.get $s) (i32.const 2))))
+    (if (i32.eqz (local.get $h)) (then {_trap(5)}))
+    (local.get $h))
+{_F16_HELPERS}
+{_scalar_functions()}
+{_gc_functions()}
+)
+"""

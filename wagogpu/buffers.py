@@ -1,0 +1,358 @@
+"""Per-instance buffer tables, slots, versions, states and byte budgets (abi.md §3-4).
+
+Ownership: a Host owns one RuntimeBudget; each guest instance owns one InstanceBuffers, which owns
+its accessor memory region (buffer bytes, handle hash, slot table, records) and every device
+resource charged to it. Per-buffer mutable state (flags, version, dirty interval) lives in the
+accessor memory records because the Wasm scalar fast path updates it; Python reads it from there.
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .abi import accessor as acc
+from .abi.table import SLOT_COUNT, TYPE_INFO, ElementType, Status
+from .diagnostics import InstanceDiagnostic
+
+if TYPE_CHECKING:  # pragma: no cover
+    import wasmtime
+
+PAGE = 65536
+ALIGN = 16
+MAX_IDLE_OUTPUTS = 8
+UNIFORM_BYTES = 16
+
+
+class RuntimeBudget:
+    """Runtime-wide byte accounting and the handle counter (abi.md §3.1, §4.9)."""
+
+    def __init__(self, max_runtime_bytes: int):
+        self.max_bytes = max_runtime_bytes
+        self.v1_bytes = 0
+        self.legacy_bytes = 0
+        self.peak_bytes = 0
+        self.next_handle = 1
+        self.instances: list[InstanceBuffers] = []
+
+    @property
+    def total(self) -> int:
+        return self.v1_bytes + self.legacy_bytes
+
+    def take_handle(self) -> int | None:
+        """Next runtime-wide handle; None once the u32 space is spent (it never wraps)."""
+        if self.next_handle > 0xFFFFFFFF:
+            return None
+        handle = self.next_handle
+        self.next_handle += 1
+        return handle
+
+
+class HeapAllocator:
+    """First-fit free list over the accessor heap; the memory grows on demand and never shrinks."""
+
+    def __init__(self, grow_to: Callable[[int], None]):
+        self._grow_to = grow_to
+        self._top = acc.HEAP_OFFSET
+        self._free: list[tuple[int, int]] = []  # sorted (start, size)
+
+    def alloc(self, nbytes: int) -> int:
+        size = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        for i, (start, free_size) in enumerate(self._free):
+            if free_size >= size:
+                if free_size == size:
+                    del self._free[i]
+                else:
+                    self._free[i] = (start + size, free_size - size)
+                return start
+        start = self._top
+        self._grow_to(start + size)
+        self._top = start + size
+        return start
+
+    def free(self, ptr: int, nbytes: int) -> None:
+        size = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        i = bisect.bisect(self._free, (ptr, size))
+        self._free.insert(i, (ptr, size))
+        # Coalesce with neighbours, then give the top back.
+        merged: list[tuple[int, int]] = []
+        for start, sz in self._free:
+            if merged and merged[-1][0] + merged[-1][1] == start:
+                merged[-1] = (merged[-1][0], merged[-1][1] + sz)
+            else:
+                merged.append((start, sz))
+        if merged and merged[-1][0] + merged[-1][1] == self._top:
+            self._top = merged.pop()[0]
+        self._free = merged
+
+
+@dataclass(eq=False)
+class Buffer:
+    handle: int
+    type: ElementType
+    length: int
+    record: int
+    ptr: int
+    gpu: Any = None  # committed device buffer, allocated lazily
+
+    @property
+    def stored_bytes(self) -> int:
+        return TYPE_INFO[self.type].stored_bytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.length * self.stored_bytes
+
+    @property
+    def gpu_bytes(self) -> int:
+        return self.length * 4
+
+
+@dataclass
+class DeviceResources:
+    """Device memory an instance keeps between calls; all of it is charged to the instance."""
+
+    idle_outputs: list[tuple[Any, int]] = field(default_factory=list)  # (device buffer, bytes)
+    staging: tuple[Any, int] | None = None
+    uniform: Any = None
+    uniform_count: int | None = None  # count the uniform holds after the last completed dispatch
+    conversion_capacity: int = 0
+    retired_bytes: int = 0
+    staging_allocations: int = 0
+    uniform_allocations: int = 0
+
+
+class InstanceBuffers:
+    """One guest instance's buffers, slots and charges, over its accessor module's memory."""
+
+    def __init__(self, instance_id: int, store: "wasmtime.Store", memory: "wasmtime.Memory",
+                 budget: RuntimeBudget, max_buffers: int, max_bytes: int, max_elements: int):
+        self.instance_id = instance_id
+        self.store = store
+        self.memory = memory
+        self.budget = budget
+        self.max_buffers = max_buffers
+        self.max_bytes = max_bytes
+        self.max_elements = max_elements
+        self.buffers: dict[int, Buffer] = {}
+        self.reserved = 0
+        self.peak = 0
+        self.cpu_charge = 0
+        self.gpu_charge = 0
+        self.device = DeviceResources()
+        self.release_device: Callable[[Any], None] = lambda _buf: None
+        self.heap = HeapAllocator(self._grow_to)
+        self._view_key: tuple[int, int] | None = None
+        self._view: np.ndarray | None = None
+        self.closed = False
+        budget.instances.append(self)
+
+    # -- accessor memory -------------------------------------------------------------------
+    def view(self) -> np.ndarray:
+        """Whole accessor memory as uint8; re-taken whenever the memory moved or grew."""
+        ptr = ctypes.addressof(self.memory.data_ptr(self.store).contents)
+        size = self.memory.data_len(self.store)
+        if self._view_key != (ptr, size):
+            self._view = np.ctypeslib.as_array((ctypes.c_ubyte * size).from_address(ptr))
+            self._view_key = (ptr, size)
+        return self._view  # type: ignore[return-value]
+
+    def _grow_to(self, nbytes: int) -> None:
+        have = self.memory.size(self.store) * PAGE
+        if nbytes > have:
+            self.memory.grow(self.store, -(-(nbytes - have) // PAGE))
+
+    def records(self) -> np.ndarray:
+        v = self.view()
+        return v[acc.RECORDS_OFFSET:acc.RECORDS_OFFSET + acc.MAX_RECORDS * acc.RECORD_BYTES].view(acc.RECORD_DTYPE)
+
+    def slots(self) -> np.ndarray:
+        return self.view()[acc.SLOTS_OFFSET:acc.SLOTS_OFFSET + 4 * SLOT_COUNT].view("<u4")
+
+    def set_state_closed(self) -> None:
+        self.view()[acc.STATE_OFFSET:acc.STATE_OFFSET + 4].view("<u4")[0] = 1
+
+    def _rebuild_hash(self) -> None:
+        table = np.zeros(acc.HASH_ENTRIES, dtype=acc.HASH_DTYPE)
+        for handle, buf in self.buffers.items():
+            i = handle & (acc.HASH_ENTRIES - 1)
+            while table["handle"][i]:
+                i = (i + 1) & (acc.HASH_ENTRIES - 1)
+            table[i] = (handle, buf.record)
+        v = self.view()
+        v[acc.HASH_OFFSET:acc.HASH_OFFSET + table.nbytes] = table.view(np.uint8)
+
+    def cpu_bytes(self, buf: Buffer) -> np.ndarray:
+        return self.view()[buf.ptr:buf.ptr + buf.nbytes]
+
+    # -- record fields -----------------------------------------------------------------------
+    def flags(self, buf: Buffer) -> int:
+        return int(self.records()["flags"][buf.record])
+
+    def set_flags(self, buf: Buffer, flags: int) -> None:
+        self.records()["flags"][buf.record] = flags
+
+    def version(self, buf: Buffer) -> int:
+        return int(self.records()["version"][buf.record])
+
+    def bump_version(self, buf: Buffer) -> None:
+        self.records()["version"][buf.record] += 1
+
+    def dirty(self, buf: Buffer) -> tuple[int, int] | None:
+        r = self.records()[buf.record]
+        if not int(r["flags"]) & acc.DIRTY:
+            return None
+        return int(r["dirty_start"]), int(r["dirty_end"])
+
+    def note_cpu_write(self, buf: Buffer, start: int, end: int) -> None:
+        """A committed CPU write of [start, end): version +1, GPU copy stale, dirty interval (§4.5)."""
+        recs = self.records()
+        r = recs[buf.record:buf.record + 1]
+        flags = int(r["flags"][0])
+        r["version"] += 1
+        if flags & acc.GPU_CURRENT:
+            r["dirty_start"], r["dirty_end"] = start, end
+            flags = (flags & ~acc.GPU_CURRENT) | acc.DIRTY
+        elif flags & acc.DIRTY:
+            r["dirty_start"] = min(int(r["dirty_start"][0]), start)
+            r["dirty_end"] = max(int(r["dirty_end"][0]), end)
+        r["flags"] = (flags | acc.CPU_CURRENT) & ~acc.LOST
+
+    def state_name(self, buf: Buffer) -> str:
+        f = self.flags(buf)
+        if f & acc.LOST:
+            return "CONTENTS_LOST"
+        if f & acc.CPU_CURRENT and f & acc.GPU_CURRENT:
+            return "BOTH_CURRENT"
+        if f & acc.CPU_CURRENT:
+            return "CPU_CURRENT"
+        return "GPU_CURRENT"
+
+    # -- budgets -------------------------------------------------------------------------------
+    def reserve(self, nbytes: int) -> bool:
+        """Charge nbytes to this instance and the runtime, evicting idle resources first (§4.9)."""
+        if self.reserved + nbytes > self.max_bytes:
+            self.release_idle()
+        if self.budget.total + nbytes > self.budget.max_bytes:
+            for inst in list(self.budget.instances):
+                inst.release_idle()
+        if self.reserved + nbytes > self.max_bytes or self.budget.total + nbytes > self.budget.max_bytes:
+            return False
+        self.reserved += nbytes
+        self.budget.v1_bytes += nbytes
+        self.peak = max(self.peak, self.reserved)
+        self.budget.peak_bytes = max(self.budget.peak_bytes, self.budget.total)
+        return True
+
+    def release(self, nbytes: int) -> None:
+        self.reserved -= nbytes
+        self.budget.v1_bytes -= nbytes
+
+    def idle_bytes(self) -> int:
+        d = self.device
+        return (sum(n for _, n in d.idle_outputs) + (d.staging[1] if d.staging else 0)
+                + (UNIFORM_BYTES if d.uniform is not None else 0) + d.conversion_capacity)
+
+    def release_idle(self) -> None:
+        """Drop the pool, staging, uniform and conversion scratch (evictable, never in use)."""
+        d = self.device
+        for gpu_buf, n in d.idle_outputs:
+            self.release_device(gpu_buf)
+            self.release(n)
+        d.idle_outputs.clear()
+        if d.staging is not None:
+            self.release_device(d.staging[0])
+            self.release(d.staging[1])
+            d.staging = None
+        if d.uniform is not None:
+            self.release_device(d.uniform)
+            self.release(UNIFORM_BYTES)
+            d.uniform = None
+            d.uniform_count = None
+        if d.conversion_capacity:
+            self.release(d.conversion_capacity)
+            d.conversion_capacity = 0
+
+    # -- buffer lifetime -----------------------------------------------------------------------
+    def create(self, element_type: int, count: int) -> tuple[int, int]:
+        """createBuffer's checks 2-6 (entry checks are the caller's): (handle, status)."""
+        if element_type not in TYPE_INFO:
+            return 0, Status.TYPE_MISMATCH
+        if count > self.max_elements or len(self.buffers) >= self.max_buffers:
+            return 0, Status.LIMIT_EXCEEDED
+        if self.budget.next_handle > 0xFFFFFFFF:
+            return 0, Status.LIMIT_EXCEEDED
+        etype = ElementType(element_type)
+        nbytes = count * TYPE_INFO[etype].stored_bytes
+        if not self.reserve(nbytes):
+            return 0, Status.LIMIT_EXCEEDED
+        handle = self.budget.take_handle()
+        assert handle is not None
+        used = {b.record for b in self.buffers.values()}
+        record = next(i for i in range(acc.MAX_RECORDS) if i not in used)
+        ptr = self.heap.alloc(nbytes)
+        buf = Buffer(handle, etype, count, record, ptr)
+        v = self.view()
+        v[ptr:ptr + nbytes] = 0
+        self.records()[record] = (int(etype), count, ptr, acc.CPU_CURRENT, 1, 0, 0)
+        self.buffers[handle] = buf
+        self.cpu_charge += nbytes
+        self._rebuild_hash()
+        return handle, Status.OK
+
+    def free(self, buf: Buffer, retire: bool) -> None:
+        """Drop a buffer: its GPU copy is released (or kept charged as retired), slots cleared."""
+        del self.buffers[buf.handle]
+        slots = self.slots()
+        slots[slots == buf.handle] = 0
+        self._rebuild_hash()
+        self.records()[buf.record] = (0, 0, 0, 0, 0, 0, 0)
+        self.heap.free(buf.ptr, buf.nbytes)
+        self.release(buf.nbytes)
+        self.cpu_charge -= buf.nbytes
+        if buf.gpu is not None:
+            self.gpu_charge -= buf.gpu_bytes
+            if retire:
+                self.device.retired_bytes += buf.gpu_bytes
+            else:
+                self.release_device(buf.gpu)
+                self.release(buf.gpu_bytes)
+            buf.gpu = None
+
+    def close(self) -> None:
+        """Free everything the guest left behind; charges go back to zero except retired bytes."""
+        if self.closed:
+            return
+        self.set_state_closed()
+        for buf in list(self.buffers.values()):
+            self.free(buf, retire=False)
+        self.release_idle()
+        self.release(self.device.retired_bytes)
+        self.device.retired_bytes = 0
+        self.closed = True
+        if self in self.budget.instances:
+            self.budget.instances.remove(self)
+
+    def diagnostic(self) -> InstanceDiagnostic:
+        d = InstanceDiagnostic(instance=self.instance_id, peak_bytes=self.peak, reserved_bytes=self.reserved)
+        for buf in self.buffers.values():
+            d.buffers += 1
+            state = self.state_name(buf)
+            if state == "CONTENTS_LOST":
+                d.contents_lost += 1
+            elif state == "BOTH_CURRENT":
+                d.both_current += 1
+            elif state == "CPU_CURRENT":
+                d.cpu_current += 1
+            else:
+                d.gpu_current += 1
+            d.logical_bytes += buf.nbytes
+            d.cpu_bytes += buf.nbytes
+            if buf.gpu is not None:
+                d.gpu_bytes += buf.gpu_bytes
+        d.retained_pool_bytes = self.idle_bytes()
+        d.scratch_bytes = self.device.retired_bytes
+        return d

@@ -1,0 +1,74 @@
+"""What the compiler records about a module for the host (abi.md §6.2-6.3, compiler.md §1.3.7).
+
+The host never looks at Wasm bytes itself: it asks inspect_module() for a ModuleContract and acts
+on it. These records are plain data so the compiler stays free of wasmtime and wgpu.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class CompileErrorKind(enum.IntEnum):
+    INVALID_CONTRACT = 1
+    UNSUPPORTED = 2
+    LIMIT = 3
+
+
+class CompileError(Exception):
+    """A kernel or module the compiler cannot accept; .kind says whether that is the guest's fault."""
+
+    def __init__(self, kind: CompileErrorKind, message: str):
+        super().__init__(message)
+        self.kind = CompileErrorKind(kind)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"CompileError({self.kind.name}, {self.message!r})"
+
+
+class KernelClass(enum.Enum):
+    INVALID = "invalid"  # dispatch always returns INVALID_KERNEL (10)
+    REJECTED = "rejected"  # valid contract but outside the GPU subset: CPU fallback
+    ELIGIBLE = "eligible"  # WGSL produced; GPU if device, consent and threshold allow
+
+
+@dataclass(frozen=True)
+class MemoryDecl:
+    """One memory of the module, in index order: imported memories first, then defined ones."""
+
+    is64: bool
+    shared: bool
+    imported: bool
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    kernel_id: int
+    cls: KernelClass
+    reason: str = ""  # CompileError message when not ELIGIBLE
+    error_kind: CompileErrorKind | None = None
+    wgsl: str | None = None
+    read_slots: frozenset[int] = frozenset()  # slots the body actually reads
+    write_slots: frozenset[int] = frozenset()  # slots the body actually writes
+    read_before_write: frozenset[int] = frozenset()  # written slots whose old value is read first
+    is_float: bool = False  # abi.md §5.5: needs relaxed_float consent for the GPU
+    translate_seconds: float = 0.0
+
+    @property
+    def used_slots(self) -> tuple[int, ...]:
+        """Slots with a WGSL storage binding, in binding order (binding i+1 = used_slots[i])."""
+        return tuple(sorted(self.read_slots | self.write_slots))
+
+
+@dataclass(frozen=True)
+class ModuleContract:
+    verified: bool
+    reason: str = ""  # why not verified
+    memories: tuple[MemoryDecl, ...] = ()
+    kernels: dict[int, KernelPlan] = field(default_factory=dict)
+    legacy_wgsl: str | None = None  # legacy (f32)->f32 kernel, when kernel_export compiled
+    legacy_reason: str = ""

@@ -1,0 +1,144 @@
+"""Snapshot records (abi.md §8). Plain dataclasses, copied out under the host lock."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+
+@dataclass
+class TransferCounters:
+    guest_set_bytes: int = 0
+    guest_set_count: int = 0
+    guest_copy_bytes: int = 0
+    guest_copy_count: int = 0
+    logical_upload_bytes: int = 0
+    gpu_upload_bytes: int = 0
+    upload_count: int = 0
+    logical_download_bytes: int = 0
+    gpu_download_bytes: int = 0
+    download_count: int = 0
+    device_copy_bytes: int = 0
+    device_copy_count: int = 0
+    parameter_upload_bytes: int = 0
+    parameter_upload_count: int = 0
+
+    def add(self, other: "TransferCounters") -> None:
+        for f in fields(TransferCounters):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def counters(self) -> "TransferCounters":
+        return TransferCounters(**{f.name: getattr(self, f.name) for f in fields(TransferCounters)})
+
+
+STAGES = ("upload", "device_copy", "compute", "download", "conversion", "commit")
+
+
+@dataclass
+class BufferOperation(TransferCounters):
+    """The last non-scalar wago_gpu_v1 import (abi.md §8.3). Durations are seconds."""
+
+    sequence: int = 0
+    instance: int = 0
+    kernel_id: int = 0
+    import_name: str = ""
+    status: int = 0
+    count: int = 0
+    outcome: str = ""
+    reason_code: str = "NONE"
+    reason: str = ""
+    hardware_submitted: bool = False
+    transfer_counts_complete: bool = True
+    profile_valid: bool = False
+    timestamps_valid: bool = False
+    device_compute: float = 0.0
+    queue_wait: float = 0.0
+    total: float = 0.0
+    upload: float = 0.0
+    device_copy: float = 0.0
+    compute: float = 0.0
+    download: float = 0.0
+    conversion: float = 0.0
+    commit: float = 0.0
+
+
+@dataclass
+class KernelDiagnostic:
+    module: int
+    kernel_id: int
+    state: str  # UNVERIFIED_CONTRACT, INVALID_CONTRACT, PIPELINE_READY, PIPELINE_FAILED, CPU_ONLY
+    reason: str = ""
+    contract_verified: bool = False
+    translate: float = 0.0
+    pipeline: float = 0.0
+
+
+@dataclass
+class InstanceDiagnostic:
+    instance: int
+    buffers: int = 0
+    cpu_current: int = 0
+    gpu_current: int = 0
+    both_current: int = 0
+    contents_lost: int = 0
+    logical_bytes: int = 0
+    cpu_bytes: int = 0
+    gpu_bytes: int = 0
+    staging_bytes: int = 0
+    scratch_bytes: int = 0
+    retained_pool_bytes: int = 0
+    reserved_bytes: int = 0
+    peak_bytes: int = 0
+
+
+@dataclass
+class BufferSnapshot:
+    state: str
+    device_state: str
+    reason: str
+    last: BufferOperation
+    totals: TransferCounters
+    totals_complete: bool
+    kernels: list[KernelDiagnostic] = field(default_factory=list)
+    instances: list[InstanceDiagnostic] = field(default_factory=list)
+    pipeline_hits: int = 0
+    pipeline_misses: int = 0
+    runtime_buffer_bytes: int = 0
+    runtime_pool_bytes: int = 0
+    legacy_buffer_bytes: int = 0
+    peak_runtime_buffer_bytes: int = 0
+    pending_contracts: int = 0
+    device: str = ""  # adapter description, "" when none (ours; names the adapter in every figure)
+    device_init: float = 0.0
+    timestamps_supported: bool = False
+
+
+@dataclass
+class LegacyTiming:
+    upload: float = 0.0
+    compute: float = 0.0
+    download: float = 0.0
+    commit: float = 0.0
+    total: float = 0.0
+    device_compute: float = 0.0
+    timestamps_valid: bool = False
+    upload_bytes: int = 0
+    download_bytes: int = 0
+    passes: int = 0
+
+
+@dataclass
+class Snapshot:
+    """Legacy wago_gpu.run / run_batch diagnostics (abi.md §8.1)."""
+
+    device: str
+    reason: str
+    gpu_failed: bool
+    device_init: float
+    translate: float
+    pipeline: float
+    last: LegacyTiming
+    successes: int
+    fallbacks: int
+    modules: int
+    instances: int
+    pipelines: int
+    buffer_bytes: int

@@ -1,0 +1,47 @@
+"""The wasmtime engine settings every Host uses, and WAT/Wasm source handling."""
+from __future__ import annotations
+
+import wasmtime
+
+WASM_FEATURES = ("wasm_gc", "wasm_function_references", "wasm_memory64", "wasm_multi_memory",
+                 "wasm_reference_types", "wasm_bulk_memory", "wasm_multi_value", "wasm_simd")
+
+VALTYPES = {
+    "i32": wasmtime.ValType.i32, "i64": wasmtime.ValType.i64,
+    "f32": wasmtime.ValType.f32, "f64": wasmtime.ValType.f64,
+}
+
+
+class ModuleError(ValueError):
+    """A module the runtime cannot take (malformed Wasm or WAT, or a failed link)."""
+
+
+def new_engine() -> wasmtime.Engine:
+    cfg = wasmtime.Config()
+    for feature in WASM_FEATURES:
+        setattr(cfg, feature, True)
+    return wasmtime.Engine(cfg)
+
+
+def to_wasm(source: bytes | bytearray | memoryview | str) -> bytes:
+    """Binary Wasm from bytes or WAT text; ModuleError with wasmtime's message on bad WAT."""
+    if isinstance(source, (bytearray, memoryview)):
+        source = bytes(source)
+    if isinstance(source, bytes):
+        if source.startswith(b"\0asm"):
+            return source
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ModuleError("invalid module: neither Wasm binary nor UTF-8 WAT text") from exc
+    if not isinstance(source, str):
+        raise ModuleError(f"invalid module: expected bytes or WAT text, got {type(source).__name__}")
+    try:
+        return wasmtime.wat2wasm(source)
+    except wasmtime.WasmtimeError as exc:
+        raise ModuleError(f"invalid WAT: {first_line(exc)}") from exc
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

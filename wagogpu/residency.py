@@ -1,0 +1,318 @@
+"""Where buffer contents live: lazy uploads and readbacks, the GPU dispatch transaction and the
+quarantine latch (abi.md §4.3-4.7). Runs under the host lock; knows buffers, not Wasm."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .abi import accessor as acc
+from .abi.table import Status
+from .buffers import UNIFORM_BYTES, Buffer, InstanceBuffers, MAX_IDLE_OUTPUTS
+from .diagnostics import BufferOperation, TransferCounters
+
+# Stored-format dtype per stored width, for narrowing words on readback and widening on upload.
+_NARROW = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def words_to_stored(words: np.ndarray, stored_bytes: int) -> np.ndarray:
+    """Device words -> stored bytes: narrow types keep the low 8/16 bits (§4.4 step 5)."""
+    return words.astype(_NARROW[stored_bytes], copy=False).view(np.uint8)
+
+
+def stored_to_words(raw: np.ndarray, stored_bytes: int) -> np.ndarray:
+    """Stored bytes -> device words, narrow values zero-extended into the low bits (§4.5)."""
+    return raw.view(_NARROW[stored_bytes]).astype(np.uint32, copy=False)
+
+
+@dataclass
+class DispatchPlan:
+    """What the transaction needs to know about a kernel (from the compiler's KernelPlan)."""
+
+    pipeline: Any
+    used_slots: tuple[int, ...]
+    write_slots: frozenset[int]
+    read_before_write: frozenset[int]
+
+
+class Residency:
+    def __init__(self, device: Any, budget_instances: Callable[[], list[InstanceBuffers]],
+                 profile_stages: bool):
+        self.device = device
+        self.quarantined = False
+        self.quarantine_reason = ""
+        self.totals_complete = True
+        self._instances = budget_instances
+        self.profile_stages = profile_stages
+
+    # -- quarantine -----------------------------------------------------------------------
+    @property
+    def usable(self) -> bool:
+        return self.device is not None and not self.quarantined
+
+    def check_loss(self) -> None:
+        if self.device is not None and not self.quarantined and self.device.is_lost():
+            self.quarantine("device lost")
+
+    def quarantine(self, reason: str) -> None:
+        """Latch for the runtime's life: GPU-only contents become CONTENTS_LOST everywhere (§4.7)."""
+        if not self.quarantined:
+            self.quarantined = True
+            self.quarantine_reason = reason
+        for inst in self._instances():
+            recs = inst.records()
+            for buf in inst.buffers.values():
+                f = int(recs["flags"][buf.record])
+                if not f & acc.CPU_CURRENT:
+                    f |= acc.LOST
+                recs["flags"][buf.record] = f & ~(acc.GPU_CURRENT | acc.DIRTY)
+
+    def release_device_buffer(self, gpu_buf: Any) -> None:
+        if self.device is not None and gpu_buf is not None:
+            self.device.release(gpu_buf)
+
+    # -- CPU side -----------------------------------------------------------------------------
+    def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
+                         counters: TransferCounters, op: BufferOperation | None = None) -> int:
+        """§4.4: the whole buffer read back once when the CPU copy is stale."""
+        flags = inst.flags(buf)
+        if flags & acc.LOST:
+            return Status.CONTENTS_LOST
+        if flags & acc.CPU_CURRENT:
+            return Status.OK
+        self.check_loss()
+        if not self.usable or buf.gpu is None:
+            self.quarantine(self.quarantine_reason or "no usable device holds the current contents")
+            return Status.CONTENTS_LOST
+        from .gpu import DeviceAllocationError, DeviceFailure  # local: gpu/ is optional at import time
+
+        d = inst.device
+        size = buf.gpu_bytes
+        if d.staging is None or d.staging[1] != size:
+            if d.staging is not None:
+                self.release_device_buffer(d.staging[0])
+                inst.release(d.staging[1])
+                d.staging = None
+            if not inst.reserve(size):
+                return Status.LIMIT_EXCEEDED
+            try:
+                staging = self.device.create_staging(size)
+            except DeviceAllocationError:
+                inst.release(size)
+                return Status.DEVICE_ERROR
+            d.staging = (staging, size)
+            d.staging_allocations += 1
+        if op is not None:
+            op.hardware_submitted = True
+        t0 = time.perf_counter()
+        try:
+            words = self.device.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0))
+        except DeviceFailure as exc:
+            self.totals_complete = False
+            if op is not None:
+                op.transfer_counts_complete = False
+            data = getattr(exc, "data", None)
+            if data is not None:
+                inst.cpu_bytes(buf)[:] = words_to_stored(data, buf.stored_bytes)
+                inst.set_flags(buf, inst.flags(buf) | acc.CPU_CURRENT)
+            # The staging buffer's state is unknown now: keep it charged as retired, never reuse it.
+            d.retired_bytes += d.staging[1]
+            d.staging = None
+            self.quarantine(f"readback failed: {exc}")
+            return Status.CANCELLED if exc.timed_out or time.perf_counter() >= deadline else Status.DEVICE_ERROR
+        t1 = time.perf_counter()
+        inst.cpu_bytes(buf)[:] = words_to_stored(words, buf.stored_bytes)
+        inst.set_flags(buf, inst.flags(buf) | acc.CPU_CURRENT)
+        if op is not None:
+            op.download += t1 - t0
+            op.conversion += time.perf_counter() - t1
+        counters.logical_download_bytes += buf.nbytes
+        counters.gpu_download_bytes += size
+        counters.download_count += 1
+        return Status.OK
+
+    # -- the dispatch transaction ----------------------------------------------------------
+    def run_dispatch(self, inst: InstanceBuffers, plan: DispatchPlan, slot_buffers: dict[int, Buffer],
+                     count: int, deadline: float, op: BufferOperation) -> int:
+        """§4.6: outputs go to private scratch and are committed together after completion."""
+        from .compiler import workgroup_grid
+        from .gpu import DeviceAllocationError, DeviceFailure, ExecutePlan
+
+        self.check_loss()
+        if not self.usable:
+            return Status.CONTENTS_LOST
+        dev = self.device
+        d = inst.device
+        transient = 0  # bytes reserved only for this submission
+        acquired: list[tuple[Any, int]] = []  # scratch taken from pool or newly allocated
+        uploads: list[tuple[Buffer, int, int, np.ndarray]] = []  # (buf, start, end, words)
+        seeds: list[tuple[Any, Any, int, int]] = []
+        outputs: dict[int, tuple[Any, int]] = {}
+        storage: list[Any] = []
+
+        def unwind(status: int) -> int:
+            for gpu_buf, n in acquired:
+                if len(d.idle_outputs) < MAX_IDLE_OUTPUTS:
+                    d.idle_outputs.append((gpu_buf, n))
+                else:
+                    self.release_device_buffer(gpu_buf)
+                    inst.release(n)
+            inst.release(transient)
+            return status
+
+        for slot in plan.used_slots:
+            buf = slot_buffers[slot]
+            written = slot in plan.write_slots
+            replace = written and slot not in plan.read_before_write and count == buf.length
+            if inst.flags(buf) & acc.LOST:
+                return unwind(Status.CONTENTS_LOST)
+            if not replace:
+                status, upload = self._prepare_gpu_copy(inst, buf)
+                if status:
+                    return unwind(status)
+                if upload is not None:
+                    start, end, words = upload
+                    if not inst.reserve(words.nbytes):
+                        return unwind(Status.LIMIT_EXCEEDED)
+                    transient += words.nbytes
+                    uploads.append((buf, start, end, words))
+            if written:
+                size = buf.gpu_bytes
+                scratch = None
+                for i, (gpu_buf, n) in enumerate(d.idle_outputs):
+                    if n == size:
+                        scratch = d.idle_outputs.pop(i)
+                        break
+                if scratch is None:
+                    if not inst.reserve(size):
+                        return unwind(Status.LIMIT_EXCEEDED)
+                    try:
+                        scratch = (dev.create_storage(size), size)
+                    except DeviceAllocationError:
+                        inst.release(size)
+                        return unwind(Status.DEVICE_ERROR)
+                acquired.append(scratch)
+                outputs[slot] = scratch
+                if not replace:
+                    if slot in plan.read_before_write:
+                        seeds.append((buf.gpu, scratch[0], 0, size))
+                    elif count < buf.length:
+                        seeds.append((buf.gpu, scratch[0], count * 4, size - count * 4))
+                storage.append(scratch[0])
+            else:
+                storage.append(buf.gpu)
+        # Parameter block: one 16-byte uniform per instance, rewritten only when the count changes.
+        params = None
+        if d.uniform is None:
+            if not inst.reserve(UNIFORM_BYTES):
+                return unwind(Status.LIMIT_EXCEEDED)
+            try:
+                d.uniform = dev.create_uniform(UNIFORM_BYTES)
+            except DeviceAllocationError:
+                inst.release(UNIFORM_BYTES)
+                return unwind(Status.DEVICE_ERROR)
+            d.uniform_allocations += 1
+            d.uniform_count = None
+        if d.uniform_count != count:
+            if not inst.reserve(UNIFORM_BYTES):
+                return unwind(Status.LIMIT_EXCEEDED)
+            transient += UNIFORM_BYTES
+            params = np.array([count, 0, 0, 0], dtype="<u4").tobytes()
+        if time.perf_counter() >= deadline:
+            return unwind(Status.CANCELLED)
+        execute = ExecutePlan(
+            pipeline=plan.pipeline, uniform=d.uniform, params=params, storage=storage,
+            uploads=[(b.gpu, start * 4, words) for b, start, _end, words in uploads],
+            seeds=seeds, workgroups=workgroup_grid(count), separate_stages=self.profile_stages)
+        op.hardware_submitted = True
+        try:
+            result = dev.execute(execute, max(0.0, deadline - time.perf_counter()))
+        except DeviceFailure as exc:
+            self.totals_complete = False
+            op.transfer_counts_complete = False
+            # Payloads the backend may still hold stay charged as retired (§4.6 step 7).
+            d.retired_bytes += transient
+            transient = 0
+            for gpu_buf, n in acquired:
+                d.retired_bytes += n
+            acquired.clear()
+            self.quarantine(f"dispatch failed at {exc.stage}: {exc}")
+            return Status.CANCELLED if exc.timed_out or time.perf_counter() >= deadline else Status.DEVICE_ERROR
+        inst.release(transient)
+        transient = 0
+        # Completed: the uploads are valid cache even if we do not publish below.
+        for buf, start, end, words in uploads:
+            f = inst.flags(buf)
+            inst.set_flags(buf, (f | acc.GPU_CURRENT) & ~acc.DIRTY)
+            op.logical_upload_bytes += (end - start) * buf.stored_bytes
+            op.gpu_upload_bytes += words.nbytes
+            op.upload_count += 1
+        for _src, _dst, _off, nbytes in seeds:
+            op.device_copy_bytes += nbytes
+            op.device_copy_count += 1
+        if params is not None:
+            op.parameter_upload_bytes += UNIFORM_BYTES
+            op.parameter_upload_count += 1
+            d.uniform_count = count
+        op.upload += result.upload_s
+        op.device_copy += result.seed_s
+        op.compute += result.compute_s
+        if result.device_compute_s is not None:
+            op.timestamps_valid = True
+            op.device_compute = result.device_compute_s
+        if time.perf_counter() >= deadline:
+            return unwind(Status.CANCELLED)
+        if dev.is_lost():
+            acquired.clear()
+            self.quarantine("device lost after dispatch")
+            return Status.DEVICE_ERROR
+        # Single commit: every written slot switches to its scratch together.
+        t0 = time.perf_counter()
+        recs = inst.records()
+        for slot, (scratch, size) in outputs.items():
+            buf = slot_buffers[slot]
+            if buf.gpu is not None:
+                if len(d.idle_outputs) < MAX_IDLE_OUTPUTS:
+                    d.idle_outputs.append((buf.gpu, size))
+                else:
+                    self.release_device_buffer(buf.gpu)
+                    inst.release(size)
+                inst.gpu_charge -= size
+            buf.gpu = scratch
+            inst.gpu_charge += size
+            f = int(recs["flags"][buf.record])
+            recs["flags"][buf.record] = (f | acc.GPU_CURRENT) & ~(acc.CPU_CURRENT | acc.DIRTY)
+            recs["version"][buf.record] += 1
+        op.commit += time.perf_counter() - t0
+        return Status.OK
+
+    def _prepare_gpu_copy(self, inst: InstanceBuffers, buf: Buffer) -> tuple[int, tuple[int, int, np.ndarray] | None]:
+        """§4.5: allocate the committed copy if needed and say which range must be uploaded."""
+        from .gpu import DeviceAllocationError
+
+        flags = inst.flags(buf)
+        if flags & acc.LOST:
+            return Status.CONTENTS_LOST, None
+        if flags & acc.GPU_CURRENT:
+            return Status.OK, None
+        if not flags & acc.CPU_CURRENT:
+            return Status.CONTENTS_LOST, None
+        had_gpu = buf.gpu is not None
+        if not had_gpu:
+            if not inst.reserve(buf.gpu_bytes):
+                return Status.LIMIT_EXCEEDED, None
+            try:
+                buf.gpu = self.device.create_storage(buf.gpu_bytes)
+            except DeviceAllocationError:
+                inst.release(buf.gpu_bytes)
+                return Status.DEVICE_ERROR, None
+            inst.gpu_charge += buf.gpu_bytes
+        dirty = inst.dirty(buf) if had_gpu else None
+        start, end = dirty if dirty else (0, buf.length)
+        raw = inst.cpu_bytes(buf)[start * buf.stored_bytes:end * buf.stored_bytes]
+        words = stored_to_words(raw, buf.stored_bytes)
+        if buf.stored_bytes == 4:
+            words = words.copy()  # the accessor memory may move before the submission reads it
+        return Status.OK, (start, end, words)
