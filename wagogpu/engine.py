@@ -43,5 +43,15 @@ def to_wasm(source: bytes | bytearray | memoryview | str) -> bytes:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """One line from an error: wasmtime's cause chain folded in, backtraces dropped."""
+    parts: list[str] = []
+    for raw in str(exc).splitlines():
+        line = raw.strip()
+        if not line or line == "Caused by:" or line.startswith(("-->", "|")) or "wasm backtrace" in line:
+            continue
+        head, _, rest = line.partition(": ")
+        if head.isdigit():
+            line = rest
+        if line and line not in parts:
+            parts.append(line)
+    return ": ".join(parts) if parts else type(exc).__name__

@@ -1,0 +1,79 @@
+"""Config / KernelConfig validation: a bad value raises ValueError naming the field (abi.md §7)."""
+from __future__ import annotations
+
+import pytest
+
+from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
+
+from .conftest import kernel
+
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize("field, value", [
+    ("max_buffers_per_instance", 65), ("max_kernels_per_module", 65), ("max_bindings_per_kernel", 9),
+    ("max_instance_buffer_bytes", 256 * MIB + 1), ("max_runtime_buffer_bytes", 512 * MIB + 1),
+    ("max_elements", 10_000_001), ("max_elements", -1), ("run_timeout", -0.5), ("min_elements", -1),
+    ("power_preference", "fastest"), ("disabled", "yes"), ("max_elements", 1.5)])
+def test_bad_values_name_their_field(field, value):
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        Config(kernels=[kernel()], **{field: value})
+
+
+def test_zero_selects_defaults():
+    cfg = Config(kernels=[kernel()], max_buffers_per_instance=0, max_elements=0, run_timeout=0,
+                 max_instance_buffer_bytes=0)
+    assert (cfg.max_buffers_per_instance, cfg.max_elements, cfg.run_timeout, cfg.max_instance_buffer_bytes) == (
+        64, 10_000_000, 5.0, 256 * MIB)
+
+
+def k(**changes) -> KernelConfig:
+    base = dict(id=1, export="wago_gpu.kernel.x", cpu_export="wago_gpu.cpu.x",
+                bindings=[BindingConfig(0, ElementType.F32, Access.READ)])
+    base.update(changes)
+    return KernelConfig(**base)
+
+
+@pytest.mark.parametrize("kernels, field", [
+    ([k(id=0)], "kernels[0].id"),
+    ([k(export="kernel.x")], "kernels[0].export"),
+    ([k(export="wago_gpu.kernel.")], "kernels[0].export"),
+    ([k(cpu_export="wago_gpu.cpu.y")], "kernels[0].cpu_export"),
+    ([k(export="wago_gpu.kernel." + "x" * 250, cpu_export="wago_gpu.cpu." + "x" * 250)], "kernels[0].export"),
+    ([k(bindings=[])], "kernels[0].bindings"),
+    ([k(bindings=[BindingConfig(8, 8, 1)])], "kernels[0].bindings[0].slot"),
+    ([k(bindings=[BindingConfig(0, 8, 1), BindingConfig(0, 8, 2)])], "kernels[0].bindings[1].slot"),
+    ([k(bindings=[BindingConfig(0, 12, 1)])], "kernels[0].bindings[0].type"),
+    ([k(bindings=[BindingConfig(0, 8, 4)])], "kernels[0].bindings[0].access"),
+    ([k(), k()], "kernels[1].id"),
+    ([k(), k(id=2)], "kernels[1].export"),
+    ([k(min_elements=10_000_001)], "kernels[0].min_elements"),
+])
+def test_bad_kernels_name_their_field(kernels, field):
+    with pytest.raises(ValueError) as e:
+        Config(kernels=kernels)
+    assert str(e.value).startswith(field + ":"), str(e.value)
+
+
+def test_binding_limit_follows_config():
+    two = k(bindings=[BindingConfig(0, 8, 1), BindingConfig(1, 8, 2)])
+    with pytest.raises(ValueError, match="bindings"):
+        Config(kernels=[two], max_bindings_per_kernel=1)
+    assert Config(kernels=[two]).kernels == (two,)
+
+
+def test_host_wants_a_config():
+    with pytest.raises(ValueError, match="config"):
+        Host({"kernels": []})  # type: ignore[arg-type]
+
+
+def test_bad_module_is_one_clear_error():
+    with Host(Config(kernels=[kernel()], disabled=True)) as host:
+        with pytest.raises(ValueError, match="invalid WAT"):
+            host.compile("(module (func $f (result i32))")
+        with pytest.raises(ValueError, match="invalid module: .*type mismatch"):
+            host.compile("(module (func $f (result i32)))")
+        with pytest.raises(ValueError, match="invalid module"):
+            host.compile(b"\0asm\x01\0\0\0\x01\xff")
+        with pytest.raises(ValueError, match="invalid module"):
+            host.compile(b"\xff\xfe")
