@@ -1,0 +1,119 @@
+//! wagogpu example guest "double" (Zig).
+//!
+//! One buffer kernel, B[i] = 2 * A[i], plus an exported `run` that drives a
+//! complete dispatch: create two F32 buffers of 4 elements, upload [1,2,3,4],
+//! bind slot 0 (input) and slot 1 (output), dispatch kernel ID 1, run the CPU
+//! runner on status 1, copy the output back, verify [2,4,6,8], free both
+//! buffers.
+//!
+//! Host configuration this guest expects (Python):
+//!   KernelConfig(1, "wago_gpu.kernel.double", "wago_gpu.cpu.double",
+//!       bindings=[BindingConfig(0, ElementType.F32, Access.READ),
+//!                 BindingConfig(1, ElementType.F32, Access.WRITE)],
+//!       relaxed_float=True)
+//!
+//! `run()` returns 0 when the dispatch ran on the GPU, 1 when the CPU runner
+//! ran, the ABI status (2..12) of the first failing import, or 99 when the
+//! copied-back output is not [2,4,6,8].
+//!
+//! Build (see build.sh, which pins the toolchain):
+//!   python -m ziglang build-exe double.zig -target wasm32-freestanding \
+//!     -O ReleaseSmall -fno-entry -rdynamic -fstrip -femit-bin=double.wasm
+
+// ---- wago_gpu_v1 imports (names and signatures exactly as in abi_v1.json) ----
+extern "wago_gpu_v1" fn createBufferPacked(element_type: i32, count: i32) i64;
+extern "wago_gpu_v1" fn freeBuffer(handle: i32) i32;
+extern "wago_gpu_v1" fn bindBuffer(slot: i32, handle: i32) i32;
+extern "wago_gpu_v1" fn getBuffer(slot: i32) i32;
+extern "wago_gpu_v1" fn dispatch(kernel_id: i32, count: i32) i32;
+extern "wago_gpu_v1" fn setBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
+extern "wago_gpu_v1" fn copyBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
+extern "wago_gpu_v1" fn readBufferF32(handle: i32, index: i32) f32;
+extern "wago_gpu_v1" fn writeBufferF32(handle: i32, index: i32, value: f32) void;
+
+const TYPE_F32: i32 = 8;
+const STATUS_OK: i32 = 0;
+const STATUS_CPU_FALLBACK: i32 = 1;
+const KERNEL_DOUBLE: i32 = 1;
+const SLOT_IN: i32 = 0;
+const SLOT_OUT: i32 = 1;
+const N: i32 = 4;
+const RESULT_MISMATCH: i32 = 99;
+
+var input: [4]f32 = .{ 1.0, 2.0, 3.0, 4.0 };
+var output: [4]f32 = .{ 0.0, 0.0, 0.0, 0.0 };
+
+/// GPU kernel: one element. Must stay inside the GPU subset: constant slot
+/// numbers, the index parameter used unchanged, only f32 mul.
+fn kernelDouble(index: i32) callconv(.c) void {
+    writeBufferF32(getBuffer(SLOT_OUT), index, readBufferF32(getBuffer(SLOT_IN), index) * 2.0);
+}
+
+/// CPU runner: the same work for indices 0..count-1 through the scalar imports.
+fn cpuDouble(count: i32) callconv(.c) void {
+    var i: i32 = 0;
+    while (i < count) : (i += 1) {
+        writeBufferF32(getBuffer(SLOT_OUT), i, readBufferF32(getBuffer(SLOT_IN), i) * 2.0);
+    }
+}
+
+comptime {
+    @export(&kernelDouble, .{ .name = "wago_gpu.kernel.double" });
+    @export(&cpuDouble, .{ .name = "wago_gpu.cpu.double" });
+}
+
+fn packedStatus(p: i64) i32 {
+    return @intCast(p >> 32);
+}
+
+fn packedHandle(p: i64) i32 {
+    return @bitCast(@as(u32, @truncate(@as(u64, @bitCast(p)))));
+}
+
+fn addr(ptr: anytype) i32 {
+    return @intCast(@intFromPtr(ptr));
+}
+
+fn runWith(a: i32, b: i32) i32 {
+    var st = setBuffer32(a, 0, 0, addr(&input), N);
+    if (st != STATUS_OK) return st;
+    st = bindBuffer(SLOT_IN, a);
+    if (st != STATUS_OK) return st;
+    st = bindBuffer(SLOT_OUT, b);
+    if (st != STATUS_OK) return st;
+
+    const ds = dispatch(KERNEL_DOUBLE, N);
+    if (ds == STATUS_CPU_FALLBACK) {
+        cpuDouble(N);
+    } else if (ds != STATUS_OK) {
+        return ds;
+    }
+
+    st = copyBuffer32(b, 0, 0, addr(&output), N);
+    if (st != STATUS_OK) return st;
+    for (output, 0..) |v, i| {
+        if (v != 2.0 * @as(f32, @floatFromInt(i + 1))) return RESULT_MISMATCH;
+    }
+    return ds;
+}
+
+export fn run() i32 {
+    output = .{ 0.0, 0.0, 0.0, 0.0 };
+    const pa = createBufferPacked(TYPE_F32, N);
+    if (packedStatus(pa) != STATUS_OK) return packedStatus(pa);
+    const a = packedHandle(pa);
+    const pb = createBufferPacked(TYPE_F32, N);
+    if (packedStatus(pb) != STATUS_OK) {
+        _ = freeBuffer(a);
+        return packedStatus(pb);
+    }
+    const b = packedHandle(pb);
+
+    const result = runWith(a, b);
+    const fa = freeBuffer(a);
+    const fb = freeBuffer(b);
+    if (result != STATUS_OK and result != STATUS_CPU_FALLBACK) return result;
+    if (fa != STATUS_OK) return fa;
+    if (fb != STATUS_OK) return fb;
+    return result;
+}

@@ -1,0 +1,431 @@
+//! wagogpu example guest "mandelbrot" (Zig).
+//!
+//! Renders the Mandelbrot set as per-pixel escape counts in three ways that
+//! produce the same image bit for bit (f32 arithmetic, same operation order):
+//!
+//! * `render(w, h, max_iter)`: the buffer guest. Four F32 buffers c_re, c_im,
+//!   z_re, z_im; `max_iter` dispatches of kernel 1 `wago_gpu.kernel.step`
+//!   (one z = z^2 + c step per element, straight-line code inside today's GPU
+//!   subset); after every dispatch the guest copies z back and counts, on the
+//!   CPU, the passes each pixel stayed inside |z|^2 <= 4.
+//! * `render_loop(w, h, max_iter)`: one dispatch of kernel 2
+//!   `wago_gpu.kernel.mandel`, a whole per-pixel escape loop (loop + compares:
+//!   outside today's GPU subset, so the host falls back to the CPU runner until
+//!   the GPU compiler learns control flow). Its U32 slot 2 is READ_WRITE: the
+//!   guest fills it with max_iter, the kernel reads its iteration limit from it
+//!   and overwrites it with the escape count (the kernel has only an index
+//!   parameter, so this is how it learns max_iter without globals or uniforms).
+//! * `render_direct(w, h, max_iter)`: plain Zig loops over guest memory, no
+//!   imports at all (the "direct CPU" baseline).
+//!
+//! Image: pixel (x, y) samples c = (-2 + 3*(x+0.5)/w) + i*(-1.25 + 2.5*(y+0.5)/h);
+//! count = number of passes p = 1, 2, ... (up to max_iter) after which z_p
+//! still satisfies |z_p|^2 <= 4 with no earlier escape; so 0..max_iter, and
+//! max_iter for points that never escaped. `image_ptr()` points at w*h bytes,
+//! min(count, 255) per pixel, row-major; `counts_ptr()` at w*h u32 counts.
+//!
+//! Entry points return 0 on success, the ABI status (2..12) of the first
+//! failing import, 100 for arguments out of range (1 <= w, h <= 4096,
+//! w*h <= 4,194,304, 1 <= max_iter <= 65535) or 101 when memory cannot grow.
+//! `gpu_dispatches()` / `cpu_dispatches()` report how many dispatches of the
+//! last render returned 0 (GPU) / 1 (CPU runner ran). All buffers are freed
+//! before an entry point returns.
+//!
+//! Host configuration (Python):
+//!   KernelConfig(1, "wago_gpu.kernel.step", "wago_gpu.cpu.step",
+//!       bindings=[BindingConfig(0, ElementType.F32, Access.READ),
+//!                 BindingConfig(1, ElementType.F32, Access.READ),
+//!                 BindingConfig(2, ElementType.F32, Access.READ_WRITE),
+//!                 BindingConfig(3, ElementType.F32, Access.READ_WRITE)],
+//!       relaxed_float=True)
+//!   KernelConfig(2, "wago_gpu.kernel.mandel", "wago_gpu.cpu.mandel",
+//!       bindings=[BindingConfig(0, ElementType.F32, Access.READ),
+//!                 BindingConfig(1, ElementType.F32, Access.READ),
+//!                 BindingConfig(2, ElementType.U32, Access.READ_WRITE)],
+//!       relaxed_float=True)
+//!
+//! Build (see build.sh, which pins the toolchain):
+//!   python -m ziglang build-exe mandelbrot.zig -target wasm32-freestanding \
+//!     -O ReleaseSmall -fno-entry -fstrip --stack 65536 --export=... \
+//!     -femit-bin=mandelbrot.wasm
+
+// ---- wago_gpu_v1 imports (names and signatures exactly as in abi_v1.json) ----
+extern "wago_gpu_v1" fn createBufferPacked(element_type: i32, count: i32) i64;
+extern "wago_gpu_v1" fn freeBuffer(handle: i32) i32;
+extern "wago_gpu_v1" fn bindBuffer(slot: i32, handle: i32) i32;
+extern "wago_gpu_v1" fn getBuffer(slot: i32) i32;
+extern "wago_gpu_v1" fn dispatch(kernel_id: i32, count: i32) i32;
+extern "wago_gpu_v1" fn setBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
+extern "wago_gpu_v1" fn copyBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
+extern "wago_gpu_v1" fn readBufferF32(handle: i32, index: i32) f32;
+extern "wago_gpu_v1" fn writeBufferF32(handle: i32, index: i32, value: f32) void;
+extern "wago_gpu_v1" fn readBufferU32(handle: i32, index: i32) i32;
+extern "wago_gpu_v1" fn writeBufferU32(handle: i32, index: i32, value: i32) void;
+
+const TYPE_U32: i32 = 6;
+const TYPE_F32: i32 = 8;
+const STATUS_OK: i32 = 0;
+const STATUS_CPU_FALLBACK: i32 = 1;
+const KERNEL_STEP: i32 = 1;
+const KERNEL_MANDEL: i32 = 2;
+
+// Slots of both kernels.
+const SLOT_CR: i32 = 0;
+const SLOT_CI: i32 = 1;
+const SLOT_ZR: i32 = 2; // step kernel
+const SLOT_ZI: i32 = 3; // step kernel
+const SLOT_ITER: i32 = 2; // mandel kernel (U32, READ_WRITE)
+
+// Limits and guest-defined result codes.
+const MAX_SIDE: i32 = 4096;
+const MAX_PIXELS: usize = 4_194_304;
+const MAX_ITER: i32 = 65535;
+const RESULT_BAD_ARGS: i32 = 100;
+const RESULT_NO_MEMORY: i32 = 101;
+
+// ---------------------------------------------------------------------------
+// The arithmetic, shared by every path so all of them round identically.
+
+const Z = struct { re: f32, im: f32 };
+
+/// One Mandelbrot step z' = z^2 + c using only f32 add/sub/mul.
+inline fn stepZ(cr: f32, ci: f32, zr: f32, zi: f32) Z {
+    return .{ .re = zr * zr - zi * zi + cr, .im = (zr + zr) * zi + ci };
+}
+
+inline fn bounded(z: Z) bool {
+    return z.re * z.re + z.im * z.im <= 4.0;
+}
+
+/// Passes 1..limit that z stays bounded for, starting from z = 0.
+inline fn escapeCount(cr: f32, ci: f32, limit: u32) u32 {
+    var z = Z{ .re = 0.0, .im = 0.0 };
+    var n: u32 = 0;
+    while (n < limit) {
+        z = stepZ(cr, ci, z.re, z.im);
+        if (!bounded(z)) break;
+        n += 1;
+    }
+    return n;
+}
+
+// ---------------------------------------------------------------------------
+// Guest memory: six arrays of `capacity` pixels placed after everything the
+// linker laid out, grown with memory.grow on demand and never shrunk.
+
+const BYTES_PER_PIXEL: usize = 4 * 4 + 4 + 1; // cr ci zr zi (f32), count (u32), image (u8)
+
+var heap_base: usize = 0;
+var capacity: usize = 0;
+var cr_addr: usize = 0;
+var ci_addr: usize = 0;
+var zr_addr: usize = 0;
+var zi_addr: usize = 0;
+var counts_addr: usize = 0;
+var image_addr: usize = 0;
+var last_pixels: usize = 0;
+var gpu_count: i32 = 0;
+var cpu_count: i32 = 0;
+
+fn ensureCapacity(pixels: usize) bool {
+    if (pixels <= capacity) return true;
+    if (heap_base == 0) heap_base = @wasmMemorySize(0) * 65536;
+    const needed = heap_base + pixels * BYTES_PER_PIXEL;
+    const have = @wasmMemorySize(0) * 65536;
+    if (needed > have) {
+        const pages = (needed - have + 65535) / 65536;
+        if (@wasmMemoryGrow(0, pages) < 0) return false;
+    }
+    capacity = pixels;
+    cr_addr = heap_base;
+    ci_addr = cr_addr + 4 * pixels;
+    zr_addr = ci_addr + 4 * pixels;
+    zi_addr = zr_addr + 4 * pixels;
+    counts_addr = zi_addr + 4 * pixels;
+    image_addr = counts_addr + 4 * pixels;
+    return true;
+}
+
+fn f32s(addr: usize, n: usize) []f32 {
+    return @as([*]f32, @ptrFromInt(addr))[0..n];
+}
+
+fn u32s(addr: usize, n: usize) []u32 {
+    return @as([*]u32, @ptrFromInt(addr))[0..n];
+}
+
+fn bytes(addr: usize, n: usize) []u8 {
+    return @as([*]u8, @ptrFromInt(addr))[0..n];
+}
+
+fn guest(addr: usize) i32 {
+    return @intCast(addr);
+}
+
+/// Validates the arguments and makes room; returns 0 or a result code.
+fn prepare(width: i32, height: i32, max_iter: i32) i32 {
+    gpu_count = 0;
+    cpu_count = 0;
+    if (width < 1 or width > MAX_SIDE or height < 1 or height > MAX_SIDE) return RESULT_BAD_ARGS;
+    if (max_iter < 1 or max_iter > MAX_ITER) return RESULT_BAD_ARGS;
+    const pixels = @as(usize, @intCast(width)) * @as(usize, @intCast(height));
+    if (pixels > MAX_PIXELS) return RESULT_BAD_ARGS;
+    if (!ensureCapacity(pixels)) return RESULT_NO_MEMORY;
+    last_pixels = pixels;
+    fillC(@intCast(width), @intCast(height));
+    return STATUS_OK;
+}
+
+fn fillC(width: usize, height: usize) void {
+    const cr = f32s(cr_addr, width * height);
+    const ci = f32s(ci_addr, width * height);
+    const w: f32 = @floatFromInt(width);
+    const h: f32 = @floatFromInt(height);
+    for (0..height) |y| {
+        const im = -1.25 + 2.5 * (@as(f32, @floatFromInt(y)) + 0.5) / h;
+        for (0..width) |x| {
+            cr[y * width + x] = -2.0 + 3.0 * (@as(f32, @floatFromInt(x)) + 0.5) / w;
+            ci[y * width + x] = im;
+        }
+    }
+}
+
+fn writeImage(pixels: usize) void {
+    const counts = u32s(counts_addr, pixels);
+    const image = bytes(image_addr, pixels);
+    for (counts, image) |c, *px| px.* = if (c > 255) 255 else @intCast(c);
+}
+
+const Buffers = struct {
+    handles: [4]i32 = .{ 0, 0, 0, 0 },
+    len: usize = 0,
+
+    fn create(self: *Buffers, element_type: i32, count: usize) i32 {
+        const p = createBufferPacked(element_type, @intCast(count));
+        const status: i32 = @intCast(p >> 32);
+        if (status != STATUS_OK) return status;
+        self.handles[self.len] = @bitCast(@as(u32, @truncate(@as(u64, @bitCast(p)))));
+        self.len += 1;
+        return STATUS_OK;
+    }
+
+    /// Frees every buffer; keeps `result` unless it was a success and a free failed.
+    fn release(self: *Buffers, result: i32) i32 {
+        var out = result;
+        for (self.handles[0..self.len]) |hd| {
+            const st = freeBuffer(hd);
+            if (st != STATUS_OK and (out == STATUS_OK or out == STATUS_CPU_FALLBACK)) out = st;
+        }
+        self.len = 0;
+        return out;
+    }
+};
+
+/// dispatch + the fallback contract: 0 -> GPU, 1 -> run the CPU runner here,
+/// anything else is an error returned to the caller.
+fn runKernel(kernel_id: i32, count: usize, runner: *const fn (i32) callconv(.c) void) i32 {
+    const ds = dispatch(kernel_id, @intCast(count));
+    if (ds == STATUS_OK) {
+        gpu_count += 1;
+    } else if (ds == STATUS_CPU_FALLBACK) {
+        cpu_count += 1;
+        runner(@intCast(count));
+    } else {
+        return ds;
+    }
+    return STATUS_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Kernel 1: one step. Straight-line code: loads first (a load saved before a
+// store keeps the old value), both new values computed, then both stores.
+
+fn kernelStep(index: i32) callconv(.c) void {
+    const cr = readBufferF32(getBuffer(SLOT_CR), index);
+    const ci = readBufferF32(getBuffer(SLOT_CI), index);
+    const zr = readBufferF32(getBuffer(SLOT_ZR), index);
+    const zi = readBufferF32(getBuffer(SLOT_ZI), index);
+    const z = stepZ(cr, ci, zr, zi);
+    writeBufferF32(getBuffer(SLOT_ZR), index, z.re);
+    writeBufferF32(getBuffer(SLOT_ZI), index, z.im);
+}
+
+/// CPU runner for kernel 1: bulk-copies the four bound buffers into guest
+/// memory, steps every element there and bulk-sets z back ([0, count) only).
+fn cpuStep(count: i32) callconv(.c) void {
+    const n: usize = @intCast(@as(u32, @bitCast(count)));
+    if (n == 0) return;
+    if (!ensureCapacity(n)) @trap();
+    const hcr = getBuffer(SLOT_CR);
+    const hci = getBuffer(SLOT_CI);
+    const hzr = getBuffer(SLOT_ZR);
+    const hzi = getBuffer(SLOT_ZI);
+    if (copyBuffer32(hcr, 0, 0, guest(cr_addr), count) != STATUS_OK) @trap();
+    if (copyBuffer32(hci, 0, 0, guest(ci_addr), count) != STATUS_OK) @trap();
+    if (copyBuffer32(hzr, 0, 0, guest(zr_addr), count) != STATUS_OK) @trap();
+    if (copyBuffer32(hzi, 0, 0, guest(zi_addr), count) != STATUS_OK) @trap();
+    for (f32s(cr_addr, n), f32s(ci_addr, n), f32s(zr_addr, n), f32s(zi_addr, n)) |cr, ci, *zr, *zi| {
+        const z = stepZ(cr, ci, zr.*, zi.*);
+        zr.* = z.re;
+        zi.* = z.im;
+    }
+    if (setBuffer32(hzr, 0, 0, guest(zr_addr), count) != STATUS_OK) @trap();
+    if (setBuffer32(hzi, 0, 0, guest(zi_addr), count) != STATUS_OK) @trap();
+}
+
+// ---------------------------------------------------------------------------
+// Kernel 2: the whole escape loop per pixel (needs GPU control flow).
+
+fn kernelMandel(index: i32) callconv(.c) void {
+    const cr = readBufferF32(getBuffer(SLOT_CR), index);
+    const ci = readBufferF32(getBuffer(SLOT_CI), index);
+    const limit: u32 = @bitCast(readBufferU32(getBuffer(SLOT_ITER), index));
+    writeBufferU32(getBuffer(SLOT_ITER), index, @bitCast(escapeCount(cr, ci, limit)));
+}
+
+/// CPU runner for kernel 2: bulk copy in, loop in guest memory, bulk set out.
+fn cpuMandel(count: i32) callconv(.c) void {
+    const n: usize = @intCast(@as(u32, @bitCast(count)));
+    if (n == 0) return;
+    if (!ensureCapacity(n)) @trap();
+    const hcr = getBuffer(SLOT_CR);
+    const hci = getBuffer(SLOT_CI);
+    const hit = getBuffer(SLOT_ITER);
+    if (copyBuffer32(hcr, 0, 0, guest(cr_addr), count) != STATUS_OK) @trap();
+    if (copyBuffer32(hci, 0, 0, guest(ci_addr), count) != STATUS_OK) @trap();
+    if (copyBuffer32(hit, 0, 0, guest(counts_addr), count) != STATUS_OK) @trap();
+    for (f32s(cr_addr, n), f32s(ci_addr, n), u32s(counts_addr, n)) |cr, ci, *it| {
+        it.* = escapeCount(cr, ci, it.*);
+    }
+    if (setBuffer32(hit, 0, 0, guest(counts_addr), count) != STATUS_OK) @trap();
+}
+
+comptime {
+    @export(&kernelStep, .{ .name = "wago_gpu.kernel.step" });
+    @export(&cpuStep, .{ .name = "wago_gpu.cpu.step" });
+    @export(&kernelMandel, .{ .name = "wago_gpu.kernel.mandel" });
+    @export(&cpuMandel, .{ .name = "wago_gpu.cpu.mandel" });
+}
+
+// ---------------------------------------------------------------------------
+// Entry points.
+
+export fn render(width: i32, height: i32, max_iter: i32) i32 {
+    const pre = prepare(width, height, max_iter);
+    if (pre != STATUS_OK) return pre;
+    var bufs = Buffers{};
+    return bufs.release(renderSteps(&bufs, last_pixels, @intCast(max_iter)));
+}
+
+fn renderSteps(bufs: *Buffers, pixels: usize, max_iter: u32) i32 {
+    const count: i32 = @intCast(pixels);
+    for (0..4) |_| {
+        const st = bufs.create(TYPE_F32, pixels);
+        if (st != STATUS_OK) return st;
+    }
+    const hcr = bufs.handles[0];
+    const hci = bufs.handles[1];
+    const hzr = bufs.handles[2];
+    const hzi = bufs.handles[3];
+    // New buffers are zero-filled (spec §2.1), so z starts at 0 + 0i.
+    var st = setBuffer32(hcr, 0, 0, guest(cr_addr), count);
+    if (st != STATUS_OK) return st;
+    st = setBuffer32(hci, 0, 0, guest(ci_addr), count);
+    if (st != STATUS_OK) return st;
+    for ([_]i32{ SLOT_CR, SLOT_CI, SLOT_ZR, SLOT_ZI }, [_]i32{ hcr, hci, hzr, hzi }) |slot, hd| {
+        st = bindBuffer(slot, hd);
+        if (st != STATUS_OK) return st;
+    }
+
+    const counts = u32s(counts_addr, pixels);
+    @memset(counts, 0);
+    var pass: u32 = 1;
+    while (pass <= max_iter) : (pass += 1) {
+        st = runKernel(KERNEL_STEP, pixels, &cpuStep);
+        if (st != STATUS_OK) return st;
+        st = copyBuffer32(hzr, 0, 0, guest(zr_addr), count);
+        if (st != STATUS_OK) return st;
+        st = copyBuffer32(hzi, 0, 0, guest(zi_addr), count);
+        if (st != STATUS_OK) return st;
+        // A pixel is still alive when it stayed bounded for every earlier pass.
+        for (f32s(zr_addr, pixels), f32s(zi_addr, pixels), counts) |zr, zi, *c| {
+            if (c.* == pass - 1 and bounded(.{ .re = zr, .im = zi })) c.* = pass;
+        }
+    }
+    writeImage(pixels);
+    return STATUS_OK;
+}
+
+export fn render_loop(width: i32, height: i32, max_iter: i32) i32 {
+    const pre = prepare(width, height, max_iter);
+    if (pre != STATUS_OK) return pre;
+    var bufs = Buffers{};
+    return bufs.release(renderLoop(&bufs, last_pixels, @intCast(max_iter)));
+}
+
+fn renderLoop(bufs: *Buffers, pixels: usize, max_iter: u32) i32 {
+    const count: i32 = @intCast(pixels);
+    var st = bufs.create(TYPE_F32, pixels);
+    if (st != STATUS_OK) return st;
+    st = bufs.create(TYPE_F32, pixels);
+    if (st != STATUS_OK) return st;
+    st = bufs.create(TYPE_U32, pixels);
+    if (st != STATUS_OK) return st;
+    const hcr = bufs.handles[0];
+    const hci = bufs.handles[1];
+    const hit = bufs.handles[2];
+    @memset(u32s(counts_addr, pixels), max_iter); // per-pixel iteration limit
+    st = setBuffer32(hcr, 0, 0, guest(cr_addr), count);
+    if (st != STATUS_OK) return st;
+    st = setBuffer32(hci, 0, 0, guest(ci_addr), count);
+    if (st != STATUS_OK) return st;
+    st = setBuffer32(hit, 0, 0, guest(counts_addr), count);
+    if (st != STATUS_OK) return st;
+    for ([_]i32{ SLOT_CR, SLOT_CI, SLOT_ITER }, [_]i32{ hcr, hci, hit }) |slot, hd| {
+        st = bindBuffer(slot, hd);
+        if (st != STATUS_OK) return st;
+    }
+    st = runKernel(KERNEL_MANDEL, pixels, &cpuMandel);
+    if (st != STATUS_OK) return st;
+    st = copyBuffer32(hit, 0, 0, guest(counts_addr), count);
+    if (st != STATUS_OK) return st;
+    writeImage(pixels);
+    return STATUS_OK;
+}
+
+export fn render_direct(width: i32, height: i32, max_iter: i32) i32 {
+    const pre = prepare(width, height, max_iter);
+    if (pre != STATUS_OK) return pre;
+    const pixels = last_pixels;
+    const limit: u32 = @intCast(max_iter);
+    for (f32s(cr_addr, pixels), f32s(ci_addr, pixels), u32s(counts_addr, pixels)) |cr, ci, *c| {
+        c.* = escapeCount(cr, ci, limit);
+    }
+    writeImage(pixels);
+    return STATUS_OK;
+}
+
+/// Address of the last image: w*h bytes, min(count, 255), row-major.
+export fn image_ptr() i32 {
+    return guest(image_addr);
+}
+
+/// Address of the last image's escape counts: w*h little-endian u32.
+export fn counts_ptr() i32 {
+    return guest(counts_addr);
+}
+
+/// Pixels in the last image (w*h).
+export fn image_len() i32 {
+    return @intCast(last_pixels);
+}
+
+/// Dispatches of the last render that returned 0 (ran on the GPU).
+export fn gpu_dispatches() i32 {
+    return gpu_count;
+}
+
+/// Dispatches of the last render that returned 1 (the CPU runner ran).
+export fn cpu_dispatches() i32 {
+    return cpu_count;
+}
