@@ -41,7 +41,7 @@ zig() { "$PYTHON" -m ziglang "$@"; }
 ensure_pip_package() { # name version probe-command...
   local name=$1 version=$2
   shift 2
-  if ! "$@" 2>/dev/null | grep -q "$version"; then
+  if ! "$@" 2>/dev/null | grep -qx "$version"; then
     echo "installing $name==$version" >&2
     "$PYTHON" -m pip install --quiet --disable-pip-version-check "$name==$version" >&2
   fi

@@ -12,14 +12,18 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-import stub_host as sh
-from subset_check import check_kernel
-
 HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # also under --import-mode=importlib
+    sys.path.insert(0, str(HERE))
+
+import stub_host as sh  # noqa: E402
+from subset_check import check_kernel  # noqa: E402
+
 ROOT = HERE.parent.parent
 DOUBLE_GUESTS = ["double.wasm", "double_c.wasm"]
 
