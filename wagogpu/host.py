@@ -303,8 +303,11 @@ class Host:
         if not self._residency.usable or self.config.disabled or not self.config.relaxed_float:
             module.legacy_reason = self.device_reason or "no device"
             return
+        # The device's layouts put the 16-byte count uniform at binding 0; the legacy shader
+        # needs none, so its one storage array moves to binding 1 and binding 0 stays unused.
+        wgsl = wgsl.replace("@group(0) @binding(0) var<storage", "@group(0) @binding(1) var<storage")
         try:
-            module.legacy_pipeline = self.device.pipeline(wgsl, [False], uniform=False)
+            module.legacy_pipeline = self.device.pipeline(wgsl, [False])
         except Exception as exc:
             module.legacy_reason = first_line(exc)
 

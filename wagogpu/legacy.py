@@ -66,16 +66,24 @@ class LegacyRunner:
             return LegacyStatus.FALLBACK
         if count == 0:
             return LegacyStatus.SUCCESS
+
         if time.perf_counter() >= started + cfg.run_timeout:
+            return LegacyStatus.FALLBACK
+        budget = host._budget
+        footprint = 2 * nbytes + 16  # storage, readback staging, uniform
+        if budget.total + footprint > budget.max_bytes:
             return LegacyStatus.FALLBACK
         view = memory_view(memory, caller)
         data = view[in_off:in_off + nbytes].view(np.uint32).copy()
+        budget.legacy_bytes += footprint
+        budget.peak_bytes = max(budget.peak_bytes, budget.total)
         try:
-            result = res.device.run_legacy(self.module.legacy_pipeline, data, passes,
-                                           max(0.0, started + cfg.run_timeout - time.perf_counter()))
+            result = self._run_device(data, passes, started + cfg.run_timeout)
         except Exception as exc:  # any backend failure latches the runtime-wide quarantine
             res.quarantine(f"legacy run failed: {exc}")
             return LegacyStatus.FALLBACK
+        finally:
+            budget.legacy_bytes -= footprint
         t0 = time.perf_counter()
         memory_view(memory, caller)[out_off:out_off + nbytes] = result.view(np.uint8)
         stats = host.legacy_stats
@@ -84,3 +92,37 @@ class LegacyRunner:
         stats.passes = passes
         stats.upload_bytes = stats.download_bytes = nbytes
         return LegacyStatus.SUCCESS
+
+    def _run_device(self, data: np.ndarray, passes: int, deadline: float) -> np.ndarray:
+        """All passes in place on one device buffer: one upload, passes dispatches, one readback."""
+        from .gpu import ExecutePlan
+
+        dev = self.host._residency.device
+        nbytes = data.nbytes
+        owned = []
+        try:
+            storage = dev.create_storage(nbytes)
+            owned.append(storage)
+            uniform = dev.create_uniform(16)
+            owned.append(uniform)
+            staging = dev.create_staging(nbytes)
+            owned.append(staging)
+            groups = (-(-data.size // 256), 1)
+            params = np.array([data.size, 0, 0, 0], dtype="<u4").tobytes()
+            stats = self.host.legacy_stats
+            stats.upload = stats.compute = 0.0
+            for i in range(passes):
+                plan = ExecutePlan(pipeline=self.module.legacy_pipeline, uniform=uniform,
+                                   params=params if i == 0 else None, storage=[storage],
+                                   uploads=[(storage, 0, data)] if i == 0 else [], seeds=[],
+                                   workgroups=groups, separate_stages=self.host.config.profile_stages)
+                result = dev.execute(plan, max(0.0, deadline - time.perf_counter()))
+                stats.upload += result.upload_s
+                stats.compute += result.compute_s
+            t0 = time.perf_counter()
+            out = dev.read(storage, staging, nbytes, max(0.0, deadline - time.perf_counter()))
+            stats.download = time.perf_counter() - t0
+            return out
+        finally:
+            for handle in owned:
+                dev.release(handle)
