@@ -471,3 +471,60 @@ def test_chain_stays_resident():
         expect = 2 * expect + 1
     assert np.array_equal(g.get_f32(a, n, guest=0), expect)
     host.close()
+
+
+def test_gpu_timestamps_and_kernel_diagnostics():
+    g = twice_guest(profile_stages=True)  # timestamps cost a readback: taken when profiling
+    a, b = prepared(g)
+    assert g.dispatch(1, 4) == 0
+    last = g.last
+    if g.host.device.has_timestamps:
+        assert last.timestamps_valid and last.device_compute > 0
+    else:
+        assert not last.timestamps_valid and last.device_compute == 0
+    snap = g.host.buffer_snapshot()
+    assert snap.device and snap.state == "READY" and snap.device_state == "USABLE"
+    states = {d.kernel_id: d.state for d in snap.kernels}
+    assert states == {1: "PIPELINE_READY", 2: "PIPELINE_READY"}
+    assert all(d.contract_verified and d.translate > 0 for d in snap.kernels)
+    g.host.close()
+
+
+def test_pipelines_are_shared_between_modules_of_one_source():
+    host = gpu_host(kernels=[kernel(1, "double")])
+    from .guests import abi_module
+
+    wat = abi_module(kernels=runner_kernel("double", 0, 1, TWICE))
+    host.compile(wat)
+    misses = host.device.stats.pipeline_misses
+    second = host.compile(wat)
+    assert host.device.stats.pipeline_misses == misses
+    inst = host.instantiate(second)
+    second.close()  # closing the module keeps pipelines for live instances
+    a = inst.call("createBufferPacked", 8, 4) & 0xFFFFFFFF
+    b = inst.call("createBufferPacked", 8, 4) & 0xFFFFFFFF
+    inst.call("bindBuffer", 0, a)
+    inst.call("bindBuffer", 1, b)
+    assert inst.call("dispatch", 1, 4) == 0
+    host.close()
+
+
+def test_float_kernel_without_consent_falls_back():
+    host = gpu_host(kernels=[kernel(1, "double", relaxed_float=False)])
+    g = Guest(host, kernels=runner_kernel("double", 0, 1, TWICE))
+    a, b = prepared(g)
+    assert g.dispatch(1, 4) == Status.CPU_FALLBACK
+    assert g.last.reason_code == "FLOAT_MODE"
+    assert [d.state for d in host.buffer_snapshot().kernels] == ["CPU_ONLY"]
+    host.close()
+
+
+def test_pipeline_failure_falls_back():
+    host = gpu_host(kernels=[kernel(1, "double")])
+    host.device._faults = FaultInjector(fail_always=["pipeline"])
+    g = Guest(host, kernels=runner_kernel("double", 0, 1, TWICE))
+    a, b = prepared(g)
+    assert g.dispatch(1, 4) == Status.CPU_FALLBACK
+    assert g.last.reason_code == "PIPELINE_FAILURE"
+    assert [d.state for d in host.buffer_snapshot().kernels] == ["PIPELINE_FAILED"]
+    host.close()

@@ -142,3 +142,18 @@ def test_injected_failure_latches_quarantine_for_every_module():
         assert other.call("gpu", 0, 16, 1) == 1
         assert inst.call("run_batch", 0, 16, 1, 8) == 1
         assert struct.unpack("<f", inst.read_memory(16, 4)) == (768.0,)
+
+
+def test_gpu_timeout_falls_back_and_latches():
+    from wagogpu.gpu import FaultInjector
+
+    with gpu_legacy_host(run_timeout=0.002) as host:
+        inst = host.instantiate(host.compile(WAT))
+        host.device._faults = FaultInjector(fail_always=["timeout"])
+        inst.write_memory(0, struct.pack("<f", 3.0))
+        assert inst.call("run_batch", 0, 16, 1, 8) == 1
+        assert struct.unpack("<f", inst.read_memory(16, 4)) == (768.0,)
+        assert host.snapshot().gpu_failed
+        reached = host.device._faults.counts["timeout"]
+        assert inst.call("gpu", 0, 16, 1) == 1
+        assert host.device._faults.counts["timeout"] == reached  # the backend is not reached again
