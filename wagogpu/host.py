@@ -23,6 +23,7 @@ from .compiler.contract import KernelClass, KernelPlan, ModuleContract
 from .config import Config, ConfigError, KernelConfig
 from .diagnostics import (BufferOperation, BufferSnapshot, KernelDiagnostic, LegacyTiming, Snapshot,
                           TransferCounters)
+from .fastcall import FastCall
 from .engine import VALTYPES, ModuleError, first_line, new_engine, to_wasm
 from .imports import InstanceImports, memory_view
 from .legacy import LegacyRunner
@@ -119,13 +120,19 @@ class Instance:
             self.close()
             raise
         self._exports = self._guest.exports(self._store)
+        self._calls: dict[str, FastCall] = {}
 
     def call(self, name: str, *args: Any) -> Any:
-        """Call an exported function: None, one scalar, or a tuple of results."""
-        func = self._exports.get(name) if not self.buffers.closed else None
-        if not isinstance(func, wasmtime.Func):
-            raise KeyError(f"no exported function {name!r}" if not self.buffers.closed else "instance is closed")
-        return func(self._store, *args)
+        """Call an exported function: None, one scalar, or a list of results."""
+        fast = self._calls.get(name)
+        if fast is None:
+            func = self._exports.get(name) if not self.buffers.closed else None
+            if not isinstance(func, wasmtime.Func):
+                raise KeyError(f"no exported function {name!r}" if not self.buffers.closed else "instance is closed")
+            fast = self._calls[name] = FastCall(func, self._store)
+        if self.buffers.closed:
+            raise KeyError("instance is closed")
+        return fast(*args)
 
     def _memory(self, index: int) -> wasmtime.Memory:
         if self.buffers.closed:

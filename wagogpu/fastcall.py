@@ -1,0 +1,57 @@
+"""Calling a Wasm export from Python without wasmtime-py's per-call type introspection.
+
+wasmtime-py's Func.__call__ rebuilds the function's type, converts each value through Val objects
+and costs about 30 us here; the native call itself is a few us. For numeric signatures this
+caller looks the type up once and reuses its raw value arrays (a call is not re-entrant per
+function, and an Instance is not for use by two threads at once). Other signatures use the
+ordinary path.
+"""
+from __future__ import annotations
+
+from ctypes import byref
+from typing import Any
+
+import wasmtime
+from wasmtime import _ffi as ffi
+from wasmtime._func import enter_wasm
+
+_KINDS = {"i32": (ffi.WASMTIME_I32.value, "i32"), "i64": (ffi.WASMTIME_I64.value, "i64"),
+          "f32": (ffi.WASMTIME_F32.value, "f32"), "f64": (ffi.WASMTIME_F64.value, "f64")}
+
+
+class FastCall:
+    __slots__ = ("_func", "_store", "_params", "_fields", "_results", "_result_fields", "_fallback", "_n", "_m")
+
+    def __init__(self, func: wasmtime.Func, store: wasmtime.Store):
+        self._func = func
+        self._store = store
+        ftype = func.type(store)
+        names = [str(t) for t in ftype.params]
+        result_names = [str(t) for t in ftype.results]
+        self._fallback = not all(n in _KINDS for n in names + result_names)
+        self._n, self._m = len(names), len(result_names)
+        self._params = (ffi.wasmtime_val_t * max(1, self._n))()
+        self._results = (ffi.wasmtime_val_t * max(1, self._m))()
+        self._fields = [_KINDS[n][1] if n in _KINDS else "" for n in names]
+        self._result_fields = [_KINDS[n][1] if n in _KINDS else "" for n in result_names]
+        for i, n in enumerate(names):
+            if n in _KINDS:
+                self._params[i].kind = _KINDS[n][0]
+
+    def __call__(self, *args: Any) -> Any:
+        if self._fallback:
+            return self._func(self._store, *args)
+        if len(args) != self._n:
+            raise TypeError(f"expected {self._n} arguments, got {len(args)}")
+        params = self._params
+        for i, (field, value) in enumerate(zip(self._fields, args)):
+            setattr(params[i].of, field, value)
+        with enter_wasm(self._store) as trap:
+            error = ffi.wasmtime_func_call(self._store._context(), byref(self._func._func), params, self._n,
+                                           self._results, self._m, trap)
+            if error:
+                raise wasmtime.WasmtimeError._from_ptr(error)
+        if self._m == 0:
+            return None
+        values = [getattr(self._results[i].of, f) for i, f in enumerate(self._result_fields)]
+        return values[0] if self._m == 1 else values
