@@ -145,25 +145,25 @@ class InstanceBuffers:
         self.device = DeviceResources()
         self.release_device: Callable[[Any], None] = lambda _buf: None
         self.heap = HeapAllocator(self._grow_to)
-        self._view_key: tuple[int, int] | None = None
         self._view: np.ndarray | None = None
         self.closed = False
         budget.instances.append(self)
 
     # -- accessor memory -------------------------------------------------------------------
     def view(self) -> np.ndarray:
-        """Whole accessor memory as uint8; re-taken whenever the memory moved or grew."""
-        ptr = ctypes.addressof(self.memory.data_ptr(self.store).contents)
-        size = self.memory.data_len(self.store)
-        if self._view_key != (ptr, size):
+        """Whole accessor memory as uint8. The accessor module never grows its memory itself, so
+        the view stays valid until _grow_to, which drops it."""
+        if self._view is None:
+            ptr = ctypes.addressof(self.memory.data_ptr(self.store).contents)
+            size = self.memory.data_len(self.store)
             self._view = np.ctypeslib.as_array((ctypes.c_ubyte * size).from_address(ptr))
-            self._view_key = (ptr, size)
-        return self._view  # type: ignore[return-value]
+        return self._view
 
     def _grow_to(self, nbytes: int) -> None:
         have = self.memory.size(self.store) * PAGE
         if nbytes > have:
             self.memory.grow(self.store, -(-(nbytes - have) // PAGE))
+            self._view = None
 
     def records(self) -> np.ndarray:
         v = self.view()

@@ -22,13 +22,17 @@ class TransferCounters:
     parameter_upload_count: int = 0
 
     def add(self, other: "TransferCounters") -> None:
-        for f in fields(TransferCounters):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        mine, theirs = self.__dict__, other.__dict__
+        for name in COUNTER_NAMES:
+            value = theirs[name]
+            if value:
+                mine[name] += value
 
     def counters(self) -> "TransferCounters":
-        return TransferCounters(**{f.name: getattr(self, f.name) for f in fields(TransferCounters)})
+        return TransferCounters(**{name: self.__dict__[name] for name in COUNTER_NAMES})
 
 
+COUNTER_NAMES = tuple(f.name for f in fields(TransferCounters))
 STAGES = ("upload", "device_copy", "compute", "download", "conversion", "commit")
 
 

@@ -55,3 +55,66 @@ class FastCall:
             return None
         values = [getattr(self._results[i].of, f) for i, f in enumerate(self._result_fields)]
         return values[0] if self._m == 1 else values
+
+
+# -- Python host functions called from Wasm ---------------------------------------------------------
+# wasmtime-py's trampoline wraps every argument and result in Val objects (about 15 us per call
+# here). Host functions with numeric signatures take this path instead: raw values straight from
+# and into the wasmtime_val_t arrays. Exceptions travel the way wasmtime-py's own trampoline sends
+# them, so a Python exception raised in an import re-surfaces at the Python call site.
+import ctypes  # noqa: E402
+import itertools  # noqa: E402
+
+import wasmtime._func as _wfunc  # noqa: E402
+
+_HOST_FUNCS: dict[int, tuple[Any, list[str], list[tuple[int, str]], bool]] = {}
+_host_ids = itertools.count(1)
+
+
+@ffi.wasmtime_func_callback_t
+def _host_trampoline(idx, caller_ptr, params, nparams, results, nresults):  # type: ignore[no-untyped-def]
+    caller = None
+    try:
+        fn, param_fields, result_kinds, access_caller = _HOST_FUNCS[idx or 0]
+        args = [getattr(params[i].of, f) for i, f in enumerate(param_fields)]
+        if access_caller:
+            caller = wasmtime.Caller(caller_ptr)
+            out = fn(caller, *args)
+        else:
+            out = fn(*args)
+        if nresults == 1:
+            kind, f = result_kinds[0]
+            results[0].kind = kind
+            setattr(results[0].of, f, out)
+        elif nresults:
+            for i, (kind, f) in enumerate(result_kinds):
+                results[i].kind = kind
+                setattr(results[i].of, f, out[i])
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - handed to wasmtime-py's exception relay
+        _wfunc.LAST_EXCEPTION = exc
+        trap = wasmtime.Trap("python exception")._consume()
+        return ctypes.cast(trap, ctypes.c_void_p).value
+    finally:
+        if caller is not None:
+            caller._invalidate()
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _host_finalize(idx):  # type: ignore[no-untyped-def]
+    _HOST_FUNCS.pop(idx or 0, None)
+
+
+def host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Any, access_caller: bool = False) -> wasmtime.Func:
+    """A wasmtime.Func calling fn; the fast path when every value is numeric."""
+    params = [str(t) for t in ftype.params]
+    results = [str(t) for t in ftype.results]
+    if not all(n in _KINDS for n in params + results):
+        return wasmtime.Func(store, ftype, fn, access_caller=access_caller)
+    idx = next(_host_ids)
+    _HOST_FUNCS[idx] = (fn, [_KINDS[n][1] for n in params], [_KINDS[n] for n in results], access_caller)
+    raw = ffi.wasmtime_func_t()
+    ffi.wasmtime_func_new(store._context(), ftype.ptr(), _host_trampoline, idx, _host_finalize, byref(raw))
+    func = wasmtime.Func.__new__(wasmtime.Func)
+    func._func = raw
+    return func

@@ -23,7 +23,7 @@ from .compiler.contract import KernelClass, KernelPlan, ModuleContract
 from .config import Config, ConfigError, KernelConfig
 from .diagnostics import (BufferOperation, BufferSnapshot, KernelDiagnostic, LegacyTiming, Snapshot,
                           TransferCounters)
-from .fastcall import FastCall
+from .fastcall import FastCall, host_func
 from .engine import VALTYPES, ModuleError, first_line, new_engine, to_wasm
 from .imports import InstanceImports, memory_view
 from .legacy import LegacyRunner
@@ -82,7 +82,7 @@ class Instance:
             "gc_end": ((["i32"] * 4, ["i32"]), self.imports.gc_end),
         }
         accessor_imports = [
-            wasmtime.Func(self._store, _functype(*sig), fn if name == "trap" else self.imports.guarded(name, fn))
+            host_func(self._store, _functype(*sig), fn if name == "trap" else self.imports.guarded(name, fn))
             for name, (sig, fn) in hooks.items()]
         self._accessor = wasmtime.Instance(self._store, host._accessor_module, accessor_imports)
         acc_exports = self._accessor.exports(self._store)
@@ -98,12 +98,12 @@ class Instance:
                 linker.define(self._store, ABI_MODULE, spec.name, acc_exports[spec.name])
             else:
                 takes_caller = spec.name.startswith(("setBuffer", "copyBuffer"))
-                linker.define(self._store, ABI_MODULE, spec.name, wasmtime.Func(
+                linker.define(self._store, ABI_MODULE, spec.name, host_func(
                     self._store, _functype(spec.params, spec.results),
                     self.imports.guarded(spec.name, getattr(self.imports, spec.name)), access_caller=takes_caller))
         legacy = LegacyRunner(host, module, self)
         for spec in LEGACY_IMPORTS:
-            linker.define(self._store, LEGACY_MODULE, spec.name, wasmtime.Func(
+            linker.define(self._store, LEGACY_MODULE, spec.name, host_func(
                 self._store, _functype(spec.params, spec.results),
                 self.imports.guarded(spec.name, getattr(legacy, spec.name)), access_caller=True))
         if any(imp.module.startswith("wasi") for imp in module.compiled.imports):
