@@ -101,6 +101,7 @@ class BufferSnapshot:
     last: BufferOperation
     totals: TransferCounters
     totals_complete: bool
+    last_dispatch: BufferOperation = field(default_factory=BufferOperation)  # ours: survives later copies
     kernels: list[KernelDiagnostic] = field(default_factory=list)
     instances: list[InstanceDiagnostic] = field(default_factory=list)
     pipeline_hits: int = 0

@@ -187,6 +187,7 @@ class Host:
         self._stopped = False
         self._sequence = 0
         self._last = BufferOperation()
+        self._last_dispatch = BufferOperation()
         self._totals = TransferCounters()
         self.legacy_stats = LegacyTiming()
         self.legacy_successes = 0
@@ -350,6 +351,8 @@ class Host:
         self._sequence += 1
         op.sequence = self._sequence
         self._last = op
+        if op.import_name == "dispatch":
+            self._last_dispatch = op
         self._totals.add(op)
 
     @property
@@ -378,7 +381,8 @@ class Host:
             stats = getattr(res.device, "stats", None)
             return BufferSnapshot(
                 state=self.state, device_state=device_state, reason=reason,
-                last=BufferOperation(**vars(self._last)), totals=self._totals.counters(),
+                last=BufferOperation(**vars(self._last)), last_dispatch=BufferOperation(**vars(self._last_dispatch)),
+                totals=self._totals.counters(),
                 totals_complete=res.totals_complete, kernels=kernels,
                 instances=[i.buffers.diagnostic() for i in self._instances.values() if not i.buffers.closed],
                 pipeline_hits=getattr(stats, "pipeline_hits", 0), pipeline_misses=getattr(stats, "pipeline_misses", 0),
