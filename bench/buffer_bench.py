@@ -74,6 +74,7 @@ class Case:
 
     def __init__(self, kernel: str, n: int, args: argparse.Namespace):
         self.kernel, self.n, self.id = kernel, n, KERNEL_IDS[kernel]
+        self.software_ok = args.allow_software_adapter
         self.host = Host(Config(kernels=kernel_configs(), profile_stages=args.profile,
                                 allow_software_adapter=args.allow_software_adapter,
                                 require_gpu=not args.allow_software_adapter))
@@ -124,6 +125,8 @@ class Case:
         dispatch, copy = snap.last_dispatch, snap.last
         if status != 0 or dispatch.outcome != "GPU":
             raise BenchError(f"GPU sample did not run on the GPU: status {status} {dispatch.reason_code} {dispatch.reason}")
+        if not dispatch.hardware_submitted and not self.software_ok:
+            raise BenchError("GPU sample was not submitted to hardware")
         diff = check(self.kernel, self.view()[2 * n:3 * n], self.want)
         return measurement(total, dispatch, copy, diff)
 

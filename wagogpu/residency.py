@@ -105,7 +105,7 @@ class Residency:
             d.staging = (staging, size)
             d.staging_allocations += 1
         if op is not None:
-            op.hardware_submitted = True
+            op.hardware_submitted = not self.device.info.is_software
         t0 = time.perf_counter()
         try:
             words = self.device.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0))
@@ -226,7 +226,7 @@ class Residency:
             pipeline=plan.pipeline, uniform=d.uniform, params=params, storage=storage,
             uploads=[(b.gpu, start * 4, words) for b, start, _end, words in uploads],
             seeds=seeds, workgroups=workgroup_grid(count), separate_stages=self.profile_stages)
-        op.hardware_submitted = True
+        op.hardware_submitted = not dev.info.is_software  # a software adapter is no GPU
         try:
             result = dev.execute(execute, max(0.0, deadline - time.perf_counter()))
         except DeviceFailure as exc:
