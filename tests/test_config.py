@@ -77,3 +77,27 @@ def test_bad_module_is_one_clear_error():
             host.compile(b"\0asm\x01\0\0\0\x01\xff")
         with pytest.raises(ValueError, match="invalid module"):
             host.compile(b"\xff\xfe")
+
+
+def test_require_gpu_fails_without_hardware_and_says_why():
+    from wagogpu.gpu import list_adapters
+    from wagogpu.host import GpuRequiredError
+
+    hardware = [a for a in list_adapters() if not a.is_software]
+    if hardware:
+        with Host(Config(kernels=[kernel()], require_gpu=True)) as host:
+            assert host.gpu_active and not host.device.info.is_software
+    else:
+        with pytest.raises(GpuRequiredError, match="require_gpu"):
+            Host(Config(kernels=[kernel()], require_gpu=True))
+    with pytest.raises(GpuRequiredError, match="GPU disabled"):
+        Host(Config(kernels=[kernel()], require_gpu=True, disabled=True))
+
+
+def test_cpu_only_reason_is_visible():
+    with Host(Config(kernels=[kernel()], allow_software_adapter=False, power_preference="low-power")) as host:
+        snap = host.buffer_snapshot()
+        if host.gpu_active:
+            assert snap.state == "READY" and snap.device
+        else:
+            assert snap.state == "UNAVAILABLE" and snap.reason and snap.device_state == "UNAVAILABLE"
