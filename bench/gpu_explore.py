@@ -1,0 +1,420 @@
+"""Where does a GPU round trip spend its time?  Breakdowns behind wagogpu.gpu's design; prints JSONL.
+
+Not a regression benchmark (see gpu_backend.py): it pokes at the device's
+internals to time each native step of a readback and an upload, compares
+host copy thread counts, and tries chunked (pipelined) transfers.
+
+    python bench/gpu_explore.py [--software]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from wagogpu.gpu import ExecutePlan, GpuDevice  # noqa: E402
+from wagogpu.gpu import _copy, _native as nat, device as devmod  # noqa: E402
+from wagogpu.gpu._native import ffi, lib  # noqa: E402
+
+_perf = time.perf_counter
+NULL = ffi.NULL
+
+
+def emit(dev: GpuDevice, rec: dict) -> None:
+    print(json.dumps({"adapter": dev.info.name, "driver": dev.info.driver, **rec}), flush=True)
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def submit_copy(dev: GpuDevice, src, sof: int, dst, dof: int, n: int) -> None:
+    e = lib.wgpuDeviceCreateCommandEncoder(dev._D, NULL)
+    lib.wgpuCommandEncoderCopyBufferToBuffer(e, src, sof, dst, dof, n)
+    c = lib.wgpuCommandEncoderFinish(e, NULL)
+    lib.wgpuCommandEncoderRelease(e)
+    dev._cmds[0] = c
+    lib.wgpuQueueSubmit(dev._Q, 1, dev._cmds)
+    lib.wgpuCommandBufferRelease(c)
+
+
+def wait_cells(dev: GpuDevice, cells) -> None:
+    while True:
+        lib.wgpuDevicePoll(dev._D, 0, NULL)
+        if all(c.status for c in cells):
+            return
+
+
+def readback_breakdown(dev: GpuDevice, nbytes: int, reps: int) -> None:
+    src = dev.create_storage(nbytes)
+    st = dev.create_staging(nbytes)
+    dev.write(src, 0, np.arange(nbytes // 4, dtype=np.uint32))
+    out = np.empty(nbytes // 4, np.uint32)
+    out[:] = 1
+    rows: dict[str, list[float]] = {k: [] for k in ("submit", "ready", "copy", "unmap", "total")}
+    for i in range(reps + 2):
+        t0 = _perf()
+        submit_copy(dev, src._ptr, 0, st._ptr, 0, nbytes)
+        cell, info = nat.map_callback_info()
+        lib.wgpuBufferMapAsync(st._ptr, nat.MAP_READ, 0, nbytes, info[0])
+        t1 = _perf()
+        wait_cells(dev, [cell])
+        t2 = _perf()
+        p = lib.wgpuBufferGetConstMappedRange(st._ptr, 0, nbytes)
+        _copy.copy_bytes(out.ctypes.data, int(ffi.cast("uintptr_t", p)), nbytes)
+        t3 = _perf()
+        lib.wgpuBufferUnmap(st._ptr)
+        t4 = _perf()
+        if i >= 2:
+            for k, v in zip(rows, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0)):
+                rows[k].append(v)
+    assert out[-1] == nbytes // 4 - 1
+    emit(dev, {"bench": "readback_breakdown", "bytes": nbytes, **{k + "_s": med(v) for k, v in rows.items()}})
+    # Same, but blocking poll instead of spinning (lower latency? it cannot time out).
+    ts = []
+    for i in range(reps):
+        t0 = _perf()
+        submit_copy(dev, src._ptr, 0, st._ptr, 0, nbytes)
+        cell, info = nat.map_callback_info()
+        lib.wgpuBufferMapAsync(st._ptr, nat.MAP_READ, 0, nbytes, info[0])
+        lib.wgpuDevicePoll(dev._D, 1, NULL)
+        while not cell.status:
+            lib.wgpuDevicePoll(dev._D, 0, NULL)
+        ts.append(_perf() - t0)
+        lib.wgpuBufferUnmap(st._ptr)
+    emit(dev, {"bench": "readback_blocking_poll", "bytes": nbytes, "submit_to_mapped_s": med(ts)})
+    dev.release(src)
+    dev.release(st)
+
+
+def fine_read_path(dev: GpuDevice, nbytes: int, reps: int) -> None:
+    """Median cost of every native step of a small readback."""
+    src = dev.create_storage(nbytes)
+    st = dev.create_staging(nbytes)
+    out = np.empty(nbytes // 4, np.uint32)
+    names = ["create_encoder", "copy_cmd", "finish", "release_encoder", "submit", "release_cmd",
+             "callback_info", "map_async", "poll_until_mapped", "polls", "const_range", "memmove", "unmap"]
+    rows: dict[str, list[float]] = {k: [] for k in names}
+    for i in range(reps + 5):
+        t = [_perf()]
+        e = lib.wgpuDeviceCreateCommandEncoder(dev._D, NULL); t.append(_perf())
+        lib.wgpuCommandEncoderCopyBufferToBuffer(e, src._ptr, 0, st._ptr, 0, nbytes); t.append(_perf())
+        c = lib.wgpuCommandEncoderFinish(e, NULL); t.append(_perf())
+        lib.wgpuCommandEncoderRelease(e); t.append(_perf())
+        dev._cmds[0] = c
+        lib.wgpuQueueSubmit(dev._Q, 1, dev._cmds); t.append(_perf())
+        lib.wgpuCommandBufferRelease(c); t.append(_perf())
+        cell, info = nat.map_callback_info(); t.append(_perf())
+        lib.wgpuBufferMapAsync(st._ptr, nat.MAP_READ, 0, nbytes, info[0]); t.append(_perf())
+        polls = 0
+        while not cell.status:
+            lib.wgpuDevicePoll(dev._D, 0, NULL)
+            polls += 1
+        t.append(_perf())
+        t.append(t[-1])
+        p = lib.wgpuBufferGetConstMappedRange(st._ptr, 0, nbytes); t.append(_perf())
+        ffi.memmove(out, p, nbytes); t.append(_perf())
+        lib.wgpuBufferUnmap(st._ptr); t.append(_perf())
+        if i >= 5:
+            for k, name in enumerate(names):
+                rows[name].append(polls if name == "polls" else t[k + 1] - t[k])
+    emit(dev, {"bench": "fine_read_path", "bytes": nbytes, **{k: med(v) for k, v in rows.items()},
+               "sum_s": sum(med(v) for k, v in rows.items() if k != "polls")})
+    dev.release(src)
+    dev.release(st)
+
+
+def fine_dispatch_path(dev: GpuDevice, reps: int) -> None:
+    """Median cost of every native step of a resident dispatch (plus a 16-byte queue write)."""
+    from gpu_backend import WGSL_X2, grid, params  # type: ignore  # (bench/ is on sys.path)
+
+    pipe = dev.pipeline(WGSL_X2, [True, False])
+    n = 1024
+    a, b, u = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform()
+    bg = dev._bind_group(pipe, u, [a, b])
+    prm = params(n)
+    for with_write in (False, True):
+        names = ["queue_write16", "create_encoder", "begin_pass", "set_pipeline", "set_bind_group", "dispatch",
+                 "end_pass", "release_pass", "finish", "release_encoder", "submit", "release_cmd",
+                 "fence_info", "work_done", "poll_until_done", "polls"]
+        rows: dict[str, list[float]] = {k: [] for k in names}
+        for i in range(reps + 5):
+            t = [_perf()]
+            if with_write:
+                lib.wgpuQueueWriteBuffer(dev._Q, u._ptr, 0, prm, 16)
+            t.append(_perf())
+            e = lib.wgpuDeviceCreateCommandEncoder(dev._D, NULL); t.append(_perf())
+            cp = lib.wgpuCommandEncoderBeginComputePass(e, dev._pass_desc); t.append(_perf())
+            lib.wgpuComputePassEncoderSetPipeline(cp, pipe._ptr); t.append(_perf())
+            lib.wgpuComputePassEncoderSetBindGroup(cp, 0, bg, 0, NULL); t.append(_perf())
+            lib.wgpuComputePassEncoderDispatchWorkgroups(cp, 4, 1, 1); t.append(_perf())
+            lib.wgpuComputePassEncoderEnd(cp); t.append(_perf())
+            lib.wgpuComputePassEncoderRelease(cp); t.append(_perf())
+            c = lib.wgpuCommandEncoderFinish(e, NULL); t.append(_perf())
+            lib.wgpuCommandEncoderRelease(e); t.append(_perf())
+            dev._cmds[0] = c
+            lib.wgpuQueueSubmit(dev._Q, 1, dev._cmds); t.append(_perf())
+            lib.wgpuCommandBufferRelease(c); t.append(_perf())
+            cell, info = nat.work_done_callback_info(); t.append(_perf())
+            lib.wgpuQueueOnSubmittedWorkDone(dev._Q, info[0]); t.append(_perf())
+            polls = 0
+            while not cell.status:
+                lib.wgpuDevicePoll(dev._D, 0, NULL)
+                polls += 1
+            t.append(_perf())
+            t.append(t[-1])
+            if i >= 5:
+                for k, name in enumerate(names):
+                    rows[name].append(polls if name == "polls" else t[k + 1] - t[k])
+        emit(dev, {"bench": "fine_dispatch_path", "queue_write": with_write, **{k: med(v) for k, v in rows.items()},
+                   "sum_s": sum(med(v) for k, v in rows.items() if k != "polls")})
+    # The same dispatch through GpuDevice.execute, for the Python overhead on top.
+    for qmax in (devmod.QUEUE_WRITE_MAX, 0):
+        saved = devmod.QUEUE_WRITE_MAX
+        devmod.QUEUE_WRITE_MAX = qmax
+        x = np.arange(n, dtype=np.uint32)
+        plans = {"resident": ExecutePlan(pipe, u, None, [a, b], [], [], grid(n)),
+                 "params": ExecutePlan(pipe, u, prm, [a, b], [], [], grid(n)),
+                 "params_upload4k": ExecutePlan(pipe, u, prm, [a, b], [(a, 0, x)], [], grid(n))}
+        for name, plan in plans.items():
+            ts = []
+            for i in range(reps + 5):
+                t0 = _perf()
+                dev.execute(plan, 5.0)
+                if i >= 5:
+                    ts.append(_perf() - t0)
+            emit(dev, {"bench": "execute_small", "plan": name, "queue_write_max": qmax, "total_s": med(ts)})
+        devmod.QUEUE_WRITE_MAX = saved
+    for h in (a, b, u):
+        dev.release(h)
+
+
+def real_read_timing(dev: GpuDevice, nbytes: int, reps: int) -> None:
+    """GpuDevice.read itself, with its internal phase split (dev.last_read_timing)."""
+    src = dev.create_storage(nbytes)
+    st = dev.create_staging(nbytes)
+    out = np.empty(nbytes // 4, np.uint32)
+    out[:] = 0
+    for use_out in (True, False):
+        rows: dict[str, list[float]] = {}
+        tot = []
+        for i in range(reps + 2):
+            t0 = _perf()
+            dev.read(src, st, nbytes, 5.0, out=out if use_out else None)
+            if i >= 2:
+                tot.append(_perf() - t0)
+                for k, v in dev.last_read_timing.items():
+                    rows.setdefault(k, []).append(v)
+        emit(dev, {"bench": "real_read", "bytes": nbytes, "out": use_out, "total_s": med(tot),
+                   **{k + "_s": med(v) for k, v in rows.items()}})
+    dev.release(src)
+    dev.release(st)
+
+
+def big_paths(dev: GpuDevice, n: int, reps: int) -> None:
+    """10M round trip variants: read split parts, profile mode, with the internal phase splits."""
+    from gpu_backend import WGSL_X2, grid, params  # type: ignore  # (bench/ is on sys.path)
+
+    pipe = dev.pipeline(WGSL_X2, [True, False])
+    a, b, u, s = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform(), dev.create_staging(n * 4)
+    x = np.arange(n, dtype=np.uint32)
+    out = np.empty(n, np.uint32)
+    out[:] = 0
+    saved = devmod.READ_SPLIT_PARTS
+    for staged in (False, True):
+        for parts in ((1, 2, 3, 4) if not staged else (2,)):
+            devmod.READ_SPLIT_PARTS = parts
+            rows: dict[str, list[float]] = {}
+            for i in range(reps + 2):
+                t0 = _perf()
+                r = dev.execute(ExecutePlan(pipe, u, params(n), [a, b], [(a, 0, x)], [], grid(n),
+                                            separate_stages=staged), 10.0)
+                t1 = _perf()
+                dev.read(b, s, n * 4, 10.0, out=out)
+                t2 = _perf()
+                if i >= 2:
+                    vals = {"total": t2 - t0, "execute": t1 - t0, "read": t2 - t1, "upload_s": r.upload_s,
+                            "compute_s": r.compute_s,
+                            **{"up_" + k: v for k, v in dev.last_upload_timing.items()},
+                            **{"rd_" + k: v for k, v in dev.last_read_timing.items()}}
+                    for k, v in vals.items():
+                        rows.setdefault(k, []).append(v)
+            assert out[5] == 10
+            emit(dev, {"bench": "big_paths", "elements": n, "staged": staged, "read_parts": parts,
+                       **{k: med(v) for k, v in rows.items()}})
+    devmod.READ_SPLIT_PARTS = saved
+    for h in (a, b, u, s):
+        dev.release(h)
+
+
+def chunked_readback(dev: GpuDevice, nbytes: int, parts: int, reps: int) -> None:
+    """Separate submissions per chunk into separate staging buffers, copy out as each lands."""
+    src = dev.create_storage(nbytes)
+    dev.write(src, 0, np.arange(nbytes // 4, dtype=np.uint32))
+    chunk = nbytes // parts
+    sts = [dev.create_staging(chunk) for _ in range(parts)]
+    out = np.empty(nbytes // 4, np.uint32)
+    out[:] = 1
+    ts = []
+    for i in range(reps + 2):
+        t0 = _perf()
+        cells = []
+        for k in range(parts):
+            submit_copy(dev, src._ptr, k * chunk, sts[k]._ptr, 0, chunk)
+            cell, info = nat.map_callback_info()
+            lib.wgpuBufferMapAsync(sts[k]._ptr, nat.MAP_READ, 0, chunk, info[0])
+            cells.append(cell)
+        base = out.ctypes.data
+        for k in range(parts):
+            wait_cells(dev, [cells[k]])
+            p = lib.wgpuBufferGetConstMappedRange(sts[k]._ptr, 0, chunk)
+            _copy.copy_bytes(base + k * chunk, int(ffi.cast("uintptr_t", p)), chunk)
+            lib.wgpuBufferUnmap(sts[k]._ptr)
+        if i >= 2:
+            ts.append(_perf() - t0)
+    assert np.array_equal(out, np.arange(nbytes // 4, dtype=np.uint32))
+    emit(dev, {"bench": "chunked_readback", "bytes": nbytes, "parts": parts, "total_s": med(ts)})
+    dev.release(src)
+    for s in sts:
+        dev.release(s)
+
+
+def upload_breakdown(dev: GpuDevice, nbytes: int, reps: int) -> None:
+    dst = dev.create_storage(nbytes)
+    x = np.arange(nbytes // 4, dtype=np.uint32)
+    for usage_name, usage in (("MAP_WRITE|COPY_SRC", nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC),):
+        ptr = dev._raw_buffer(nbytes, usage, mapped=True)
+        for threads in (1, 4, 8, 16):
+            os.environ["WAGOGPU_COPY_THREADS"] = str(threads)
+            rows: dict[str, list[float]] = {"memcpy": [], "unmap": [], "gpu_copy": [], "remap": []}
+            for i in range(reps + 1):
+                t0 = _perf()
+                p = lib.wgpuBufferGetMappedRange(ptr, 0, nbytes)
+                _copy.copy_bytes(int(ffi.cast("uintptr_t", p)), x.ctypes.data, nbytes)
+                t1 = _perf()
+                lib.wgpuBufferUnmap(ptr)
+                t2 = _perf()
+                submit_copy(dev, ptr, 0, dst._ptr, 0, nbytes)
+                while not lib.wgpuDevicePoll(dev._D, 0, NULL):
+                    pass
+                t3 = _perf()
+                cell, info = nat.map_callback_info()
+                lib.wgpuBufferMapAsync(ptr, nat.MAP_WRITE, 0, nbytes, info[0])
+                wait_cells(dev, [cell])
+                t4 = _perf()
+                if i:
+                    for k, v in zip(rows, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                        rows[k].append(v)
+            emit(dev, {"bench": "upload_breakdown", "usage": usage_name, "bytes": nbytes, "threads": threads,
+                       **{k + "_s": med(v) for k, v in rows.items()},
+                       "memcpy_GBps": nbytes / med(rows["memcpy"]) / 1e9})
+        os.environ.pop("WAGOGPU_COPY_THREADS", None)
+        dev._free_raw_buffer(ptr)
+    dev.release(dst)
+
+
+def chunked_upload(dev: GpuDevice, nbytes: int, parts: int, reps: int) -> None:
+    dst = dev.create_storage(nbytes)
+    x = np.arange(nbytes // 4, dtype=np.uint32)
+    chunk = nbytes // parts
+    ptrs = [dev._raw_buffer(chunk, nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC, mapped=True) for _ in range(parts)]
+    ts = []
+    for i in range(reps + 1):
+        t0 = _perf()
+        cells = []
+        for k in range(parts):
+            p = lib.wgpuBufferGetMappedRange(ptrs[k], 0, chunk)
+            _copy.copy_bytes(int(ffi.cast("uintptr_t", p)), x.ctypes.data + k * chunk, chunk)
+            lib.wgpuBufferUnmap(ptrs[k])
+            submit_copy(dev, ptrs[k], 0, dst._ptr, k * chunk, chunk)
+            cell, info = nat.map_callback_info()
+            lib.wgpuBufferMapAsync(ptrs[k], nat.MAP_WRITE, 0, chunk, info[0])
+            cells.append(cell)
+        wait_cells(dev, cells)
+        while not lib.wgpuDevicePoll(dev._D, 0, NULL):
+            pass
+        if i:
+            ts.append(_perf() - t0)
+    emit(dev, {"bench": "chunked_upload", "bytes": nbytes, "parts": parts, "total_s": med(ts)})
+    for p in ptrs:
+        dev._free_raw_buffer(p)
+    dev.release(dst)
+
+
+def small_paths(dev: GpuDevice, reps: int) -> None:
+    from gpu_backend import WGSL_X2, grid, params  # type: ignore  # (bench/ is on sys.path)
+
+    pipe = dev.pipeline(WGSL_X2, [True, False])
+    n = 1024
+    a, b, u, s = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform(), dev.create_staging(n * 4)
+    x = np.arange(n, dtype=np.uint32)
+    for scopes in (False, True):
+        devmod.HOT_PATH_SCOPES = scopes
+        for ts_on in (False, True):
+            plan = ExecutePlan(pipe, u, params(n), [a, b], [(a, 0, x)], [], grid(n), timestamps=ts_on)
+            rplan = ExecutePlan(pipe, u, None, [a, b], [], [], grid(n), timestamps=ts_on)
+            rows: dict[str, list[float]] = {"resident": [], "upload_exec": [], "read": []}
+            for i in range(reps + 5):
+                t0 = _perf()
+                dev.execute(rplan, 5.0)
+                t1 = _perf()
+                dev.execute(plan, 5.0)
+                t2 = _perf()
+                dev.read(b, s, n * 4, 5.0)
+                t3 = _perf()
+                if i >= 5:
+                    for k, v in zip(rows, (t1 - t0, t2 - t1, t3 - t2)):
+                        rows[k].append(v)
+            emit(dev, {"bench": "small_paths", "hot_path_scopes": scopes, "timestamps": ts_on,
+                       **{k + "_s": med(v) for k, v in rows.items()}})
+    devmod.HOT_PATH_SCOPES = False
+    for h in (a, b, u, s):
+        dev.release(h)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--software", action="store_true")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--mb", type=int, default=40)
+    ap.add_argument("--only", default="", help="comma list of: small,dispatch,fine,read,big,readback,upload")
+    args = ap.parse_args()
+    dev = GpuDevice.open(allow_software_adapter=args.software)
+    only = set(args.only.split(",")) if args.only else None
+
+    def want(name: str) -> bool:
+        return only is None or name in only
+
+    big = args.mb * 1_000_000
+    if want("small"):
+        small_paths(dev, args.reps * 20)
+    if want("big"):
+        big_paths(dev, big // 4, args.reps)
+    if want("dispatch"):
+        fine_dispatch_path(dev, args.reps * 20)
+    if want("fine"):
+        fine_read_path(dev, 4096, args.reps * 20)
+        fine_read_path(dev, big, args.reps)
+    if want("read"):
+        real_read_timing(dev, 4096, args.reps * 20)
+        real_read_timing(dev, big, args.reps)
+    if want("readback"):
+        readback_breakdown(dev, big, args.reps)
+        chunked_readback(dev, big, 2, args.reps)
+    if want("upload"):
+        upload_breakdown(dev, big, args.reps)
+        chunked_upload(dev, big, 2, args.reps)
+    dev.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
