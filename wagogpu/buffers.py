@@ -25,6 +25,7 @@ PAGE = 65536
 ALIGN = 16
 MAX_IDLE_OUTPUTS = 8
 UNIFORM_BYTES = 16
+ERROR_WORD_BYTES = 16
 
 
 class RuntimeBudget:
@@ -120,6 +121,7 @@ class DeviceResources:
     uniform: Any = None
     uniform_count: int | None = None  # count the uniform holds after the last completed dispatch
     conversion_capacity: int = 0
+    error_word: tuple[Any, Any] | None = None  # (storage, staging) for kernels that report errors
     retired_bytes: int = 0
     staging_allocations: int = 0
     uniform_allocations: int = 0
@@ -254,7 +256,8 @@ class InstanceBuffers:
     def idle_bytes(self) -> int:
         d = self.device
         return (sum(n for _, n in d.idle_outputs) + (d.staging[1] if d.staging else 0)
-                + (UNIFORM_BYTES if d.uniform is not None else 0) + d.conversion_capacity)
+                + (UNIFORM_BYTES if d.uniform is not None else 0) + d.conversion_capacity
+                + (2 * ERROR_WORD_BYTES if d.error_word is not None else 0))
 
     def release_idle(self) -> None:
         """Drop the pool, staging, uniform and conversion scratch (evictable, never in use)."""
@@ -275,6 +278,11 @@ class InstanceBuffers:
         if d.conversion_capacity:
             self.release(d.conversion_capacity)
             d.conversion_capacity = 0
+        if d.error_word is not None:
+            for gpu_buf in d.error_word:
+                self.release_device(gpu_buf)
+            self.release(2 * ERROR_WORD_BYTES)
+            d.error_word = None
 
     # -- buffer lifetime -----------------------------------------------------------------------
     def create(self, element_type: int, count: int) -> tuple[int, int]:

@@ -288,7 +288,8 @@ class Host:
                 continue
             t0 = time.perf_counter()
             try:
-                read_only = [slot not in plan.write_slots for slot in plan.used_slots]
+                read_only = [slot not in plan.write_slots for slot in plan.used_slots] + (
+                    [False] if plan.error_word else [])
                 pipeline = self.device.pipeline(plan.wgsl, read_only)
             except Exception as exc:  # PipelineError or a device failure while building
                 module.pipeline_failures[kernel.id] = first_line(exc)
@@ -296,7 +297,7 @@ class Host:
             finally:
                 module.pipeline_seconds[kernel.id] = time.perf_counter() - t0
             module.dispatch_plans[kernel.id] = DispatchPlan(
-                pipeline, plan.used_slots, plan.write_slots, plan.read_before_write)
+                pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word)
 
     def _build_legacy(self, module: Module, wasm: bytes) -> None:
         if not self.config.kernel_export:

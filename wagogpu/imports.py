@@ -19,6 +19,7 @@ from .buffers import Buffer, InstanceBuffers
 from .compiler.contract import KernelClass
 from .diagnostics import BufferOperation, TransferCounters
 from .memexports import memory_export_name
+from .residency import KERNEL_FALLBACK
 
 if TYPE_CHECKING:  # pragma: no cover
     from .host import Host, Module
@@ -203,7 +204,10 @@ class InstanceImports:
                 self.buffers, self.module.dispatch_plans[kernel_id], bound, count, call.deadline, op)
             if status in (Status.OK, Status.LIMIT_EXCEEDED, Status.CANCELLED):
                 return self._finish(call, status, outcome="GPU" if status == Status.OK else None)
-            reason_code, reason = "DEVICE_FAILURE", self.host._residency.quarantine_reason
+            if status == KERNEL_FALLBACK:
+                reason_code, reason = op.reason_code, op.reason
+            else:
+                reason_code, reason = "DEVICE_FAILURE", self.host._residency.quarantine_reason
         op.reason_code = reason_code
         for b in kernel.bindings:
             status = self.host._residency.make_cpu_current(self.buffers, bound[b.slot], call.deadline, op, op)

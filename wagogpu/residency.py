@@ -10,8 +10,14 @@ import numpy as np
 
 from .abi import accessor as acc
 from .abi.table import Status
+from .compiler.contract import KernelError
 from .buffers import UNIFORM_BYTES, Buffer, InstanceBuffers, MAX_IDLE_OUTPUTS
 from .diagnostics import BufferOperation, TransferCounters
+
+ERROR_WORD_BYTES = 16
+KERNEL_FALLBACK = -1  # run_dispatch's "completed, nothing published, fall back" (never a guest status)
+KERNEL_ERROR_REASONS = {KernelError.TRAP: "KERNEL_TRAP", KernelError.LOOP_BUDGET: "LOOP_BUDGET",
+                        KernelError.INDEX_RANGE: "INDEX_RANGE"}
 
 # Stored-format dtype per stored width, for narrowing words on readback and widening on upload.
 _NARROW = {1: np.uint8, 2: np.uint16, 4: np.uint32}
@@ -35,6 +41,7 @@ class DispatchPlan:
     used_slots: tuple[int, ...]
     write_slots: frozenset[int]
     read_before_write: frozenset[int]
+    error_word: bool = False
 
 
 class Residency:
@@ -220,11 +227,23 @@ class Residency:
                 return unwind(Status.LIMIT_EXCEEDED)
             transient += UNIFORM_BYTES
             params = np.array([count, 0, 0, 0], dtype="<u4").tobytes()
+        error_upload = []
+        if plan.error_word:
+            if d.error_word is None:
+                if not inst.reserve(2 * ERROR_WORD_BYTES):
+                    return unwind(Status.LIMIT_EXCEEDED)
+                try:
+                    d.error_word = (dev.create_storage(ERROR_WORD_BYTES), dev.create_staging(ERROR_WORD_BYTES))
+                except DeviceAllocationError:
+                    inst.release(2 * ERROR_WORD_BYTES)
+                    return unwind(Status.DEVICE_ERROR)
+            storage.append(d.error_word[0])
+            error_upload = [(d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))]
         if time.perf_counter() >= deadline:
             return unwind(Status.CANCELLED)
         execute = ExecutePlan(
             pipeline=plan.pipeline, uniform=d.uniform, params=params, storage=storage,
-            uploads=[(b.gpu, start * 4, words) for b, start, _end, words in uploads],
+            uploads=[(b.gpu, start * 4, words) for b, start, _end, words in uploads] + error_upload,
             seeds=seeds, workgroups=workgroup_grid(count), separate_stages=self.profile_stages)
         op.hardware_submitted = not dev.info.is_software  # a software adapter is no GPU
         try:
@@ -242,6 +261,17 @@ class Residency:
             return Status.CANCELLED if exc.timed_out or time.perf_counter() >= deadline else Status.DEVICE_ERROR
         inst.release(transient)
         transient = 0
+        kernel_error = 0
+        if plan.error_word:
+            try:
+                kernel_error = int(dev.read(d.error_word[0], d.error_word[1], ERROR_WORD_BYTES,
+                                            max(0.0, deadline - time.perf_counter()))[0])
+            except DeviceFailure as exc:
+                self.totals_complete = False
+                op.transfer_counts_complete = False
+                acquired.clear()
+                self.quarantine(f"error word readback failed: {exc}")
+                return Status.CANCELLED if exc.timed_out else Status.DEVICE_ERROR
         # Completed: the uploads are valid cache even if we do not publish below.
         for buf, start, end, words in uploads:
             f = inst.flags(buf)
@@ -262,6 +292,12 @@ class Residency:
         if result.device_compute_s is not None:
             op.timestamps_valid = True
             op.device_compute = result.device_compute_s
+        if kernel_error:
+            # The kernel would trap, ran out of loop budget or read out of range: publish nothing;
+            # the guest's CPU runner reproduces the Wasm behaviour exactly.
+            op.reason_code = KERNEL_ERROR_REASONS.get(kernel_error, "KERNEL_TRAP")
+            op.reason = f"kernel error word {kernel_error}"
+            return unwind(KERNEL_FALLBACK)
         if time.perf_counter() >= deadline:
             return unwind(Status.CANCELLED)
         if dev.is_lost():

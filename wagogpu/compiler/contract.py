@@ -30,6 +30,15 @@ class CompileError(Exception):
         return f"CompileError({self.kind.name}, {self.message!r})"
 
 
+class KernelError(enum.IntEnum):
+    """Codes a shader writes into its error word (see KernelPlan.error_word)."""
+
+    NONE = 0
+    TRAP = 1  # a Wasm trap: integer division by zero, signed overflow, trapping truncation
+    LOOP_BUDGET = 2  # a loop ran out of its iteration budget
+    INDEX_RANGE = 3  # a gather read outside its buffer
+
+
 class KernelClass(enum.Enum):
     INVALID = "invalid"  # dispatch always returns INVALID_KERNEL (10)
     REJECTED = "rejected"  # valid contract but outside the GPU subset: CPU fallback
@@ -57,6 +66,10 @@ class KernelPlan:
     read_before_write: frozenset[int] = frozenset()  # written slots whose old value is read first
     is_float: bool = False  # abi.md §5.5: needs relaxed_float consent for the GPU
     translate_seconds: float = 0.0
+    # Kernels that can trap, exhaust a loop budget or read out of range on the GPU declare one more
+    # storage binding after the slots: a zeroed array<atomic<u32>, 4> whose word 0 the shader sets to
+    # an ERROR_* code. A non-zero word means nothing is committed and dispatch returns 1.
+    error_word: bool = False
 
     @property
     def used_slots(self) -> tuple[int, ...]:
