@@ -529,3 +529,43 @@ def test_pipeline_failure_falls_back():
     assert g.last.reason_code == "PIPELINE_FAILURE"
     assert [d.state for d in host.buffer_snapshot().kernels] == ["PIPELINE_FAILED"]
     host.close()
+
+
+ERROR_WORD_WGSL = """struct Params { count: u32, pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> slot0: array<u32>;
+@group(0) @binding(2) var<storage, read_write> slot1: array<u32>;
+@group(0) @binding(3) var<storage, read_write> errors: array<atomic<u32>, 4>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+  let index = id.x + id.y * 16776960u;
+  if (index >= params.count) { return; }
+  let x = bitcast<f32>(slot0[index]);
+  if (x < 0.0) { atomicMax(&errors[0], 1u); return; }
+  slot1[index] = bitcast<u32>(x * 2.0);
+}
+"""
+
+
+def test_kernel_error_word_publishes_nothing_and_falls_back():
+    """A kernel that reports an error (as one that would trap in Wasm does) commits nothing."""
+    import dataclasses
+
+    g = twice_guest()
+    module = g.inst.module
+    plan = module.contract.kernels[1]
+    module.contract.kernels[1] = dataclasses.replace(plan, wgsl=ERROR_WORD_WGSL, error_word=True)
+    module.dispatch_plans.clear()
+    g.host._build_pipelines(module)
+    a, b = prepared(g)
+    assert g.dispatch(1, 4) == 0  # no error raised: committed
+    assert list(g.get_f32(b, 4, guest=64)) == [2, 4, 6, 8]
+    assert g.set_f32(a, [1, -2, 3, 4]) == 0
+    assert g.dispatch(1, 4) == Status.CPU_FALLBACK
+    assert (g.last.reason_code, g.last.outcome) == ("KERNEL_TRAP", "CPU_FALLBACK_READY")
+    assert (g.version(b), g.state(b)) == (2, "BOTH_CURRENT")  # the earlier commit, untouched
+    assert g.host.buffer_snapshot().state == "READY"  # not a device failure: no quarantine
+    assert g.set_f32(a, [5, 6, 7, 8]) == 0
+    assert g.dispatch(1, 4) == 0  # the error word was reset for the next dispatch
+    assert list(g.get_f32(b, 4, guest=64)) == [10, 12, 14, 16]
+    g.host.close()
