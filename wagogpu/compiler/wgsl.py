@@ -1,0 +1,142 @@
+"""WGSL text of buffer kernels (compiler.md §2.1) and the dispatch grid the host must use with it.
+
+Every identifier here is fixed or compiler-numbered (Params, params, slot0..slot7, main, id,
+index, v<N>, half_to_f32, f32_to_half); nothing the guest chose ever reaches the text.
+
+Deviation from the reference, on purpose: the element index is computed from a 2-D grid so that
+more than 65,535 workgroups can be dispatched (see workgroup_grid). This makes every buffer shader
+INDEX_LINE_GROWTH (15) bytes longer than the reference's sizes; lower_kernel(..., grid_2d=False) gives
+the reference's exact text.
+"""
+from __future__ import annotations
+
+from ..abi.table import SLOT_COUNT, ElementType
+
+WORKGROUP_SIZE = 256
+MAX_GROUPS_PER_DIMENSION = 65535  # WebGPU's guaranteed maxComputeWorkgroupsPerDimension
+ROW_INVOCATIONS = MAX_GROUPS_PER_DIMENSION * WORKGROUP_SIZE  # 16,776,960 invocations per grid row
+# Largest count whose every invocation index (id.x + id.y * ROW_INVOCATIONS) still fits in a u32:
+# y <= 256 rows of ROW_INVOCATIONS, i.e. 65535 * 65536 = 4,294,901,760 elements.
+MAX_GRID_COUNT = ROW_INVOCATIONS * 256
+
+
+def workgroup_grid(count: int) -> tuple[int, int]:
+    """Workgroups (x, y) to dispatch for `count` elements; z is always 1.
+
+    groups = ceil(count / 256); x = min(groups, 65535); y = ceil(groups / 65535).
+    The shader computes `index = id.x+id.y*16776960u` (16776960 = 65535 * 256 invocations per
+    row of the grid) and returns when index >= params.count, so the partial last row and the
+    spare groups of a full row do nothing. Up to 16,776,960 elements this is (groups, 1) and
+    id.y is 0. count 0 gives (0, 0): a zero-count dispatch must not reach the GPU. Raises
+    ValueError above MAX_GRID_COUNT, where indices would wrap around in u32.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GRID_COUNT:
+        raise ValueError(f"count must be an integer in 0..{MAX_GRID_COUNT}, got {count!r}")
+    groups = -(-count // WORKGROUP_SIZE)
+    return min(groups, MAX_GROUPS_PER_DIMENSION), -(-groups // MAX_GROUPS_PER_DIMENSION)
+
+
+PARAMS_DECL = (
+    "struct Params { count: u32, pad0: u32, pad1: u32, pad2: u32 }\n"
+    "@group(0) @binding(0) var<uniform> params: Params;\n"
+)
+ENTRY = "@compute @workgroup_size(256)\nfn main(@builtin(global_invocation_id) id: vec3<u32>) {\n"
+INDEX_LINE_1D = "  let index = id.x;\n"
+# No spaces around + and *: " + ", " - " and " * " then occur only in arithmetic statements, so
+# counting them counts arithmetic nodes, as the reference's tests do.
+INDEX_LINE_2D = f"  let index = id.x+id.y*{ROW_INVOCATIONS}u;\n"
+INDEX_LINE_GROWTH = len(INDEX_LINE_2D) - len(INDEX_LINE_1D)
+GUARD = "  if (index >= params.count) { return; }\n"
+END = "}\n"
+
+# Integer-only binary16 <-> f32 bit conversions (abi.md §5.3); no float literal, so NaN/Inf never
+# appear as WGSL constants. Inserted when any declared binding is F16.
+F16_HELPER = """
+fn half_to_f32(h: u32) -> u32 {
+  let s = (h & 0x8000u) << 16u;
+  let e = (h >> 10u) & 31u;
+  let m = h & 0x3ffu;
+  if (e == 31u) {
+    if (m != 0u) { return 0x7fc00000u; }
+    return s | 0x7f800000u;
+  }
+  if (e == 0u) {
+    if (m == 0u) { return s; }
+    let k = 10u - firstLeadingBit(m);
+    return s | ((113u - k) << 23u) | (((m << k) & 0x3ffu) << 13u);
+  }
+  return s | ((e + 112u) << 23u) | (m << 13u);
+}
+fn f32_to_half(x: u32) -> u32 {
+  let s = (x >> 16u) & 0x8000u;
+  let e = (x >> 23u) & 255u;
+  let m = x & 0x7fffffu;
+  if (e == 255u) {
+    if (m != 0u) { return 0x7e00u; }
+    return s | 0x7c00u;
+  }
+  if (e > 142u) { return s | 0x7c00u; }
+  if (e < 102u) { return s; }
+  if (e < 113u) {
+    let f = m | 0x800000u;
+    let k = 126u - e;
+    let r = f & ((1u << k) - 1u);
+    let mid = 1u << (k - 1u);
+    var v = f >> k;
+    if (r > mid || (r == mid && (v & 1u) == 1u)) { v = v + 1u; }
+    return s | v;
+  }
+  var v = ((e - 112u) << 10u) | (m >> 13u);
+  let r = m & 0x1fffu;
+  if (r > 0x1000u || (r == 0x1000u && (v & 1u) == 1u)) { v = v + 1u; }
+  return s | v;
+}
+"""
+
+# Load of one element as a u32 bit pattern, per declared type ({} is the slot number).
+LOAD_EXPR: dict[ElementType, str] = {
+    ElementType.I8: "bitcast<u32>(bitcast<i32>(slot{}[index] << 24u) >> 24u)",
+    ElementType.I16: "bitcast<u32>(bitcast<i32>(slot{}[index] << 16u) >> 16u)",
+    ElementType.U8: "(slot{}[index] & 255u)",
+    ElementType.U16: "(slot{}[index] & 65535u)",
+    ElementType.F16: "half_to_f32(slot{}[index])",
+    ElementType.I32: "slot{}[index]",
+    ElementType.U32: "slot{}[index]",
+    ElementType.F32: "slot{}[index]",
+}
+
+# Store wrapping of a u32 bit pattern, per declared type ({} is the value).
+STORE_WRAP: dict[ElementType, str] = {
+    ElementType.I8: "({} & 255u)",
+    ElementType.U8: "({} & 255u)",
+    ElementType.I16: "({} & 65535u)",
+    ElementType.U16: "({} & 65535u)",
+    ElementType.F16: "f32_to_half({})",
+    ElementType.I32: "{}",
+    ElementType.U32: "{}",
+    ElementType.F32: "{}",
+}
+
+
+def binding_line(binding: int, slot: int, written: bool) -> str:
+    access = "read_write" if written else "read"
+    return f"@group(0) @binding({binding}) var<storage, {access}> slot{slot}: array<u32>;\n"
+
+
+def assemble(reads: int, writes: int, f16_helper: bool, body: str, grid_2d: bool = True) -> str:
+    """The whole shader: params, one binding per used slot (ascending), helper, guarded main."""
+    parts = [PARAMS_DECL]
+    used = reads | writes
+    binding = 1
+    for slot in range(SLOT_COUNT):
+        if used >> slot & 1:
+            parts.append(binding_line(binding, slot, bool(writes >> slot & 1)))
+            binding += 1
+    if f16_helper:
+        parts.append(F16_HELPER)
+    parts.append(ENTRY)
+    parts.append(INDEX_LINE_2D if grid_2d else INDEX_LINE_1D)
+    parts.append(GUARD)
+    parts.append(body)
+    parts.append(END)
+    return "".join(parts)
