@@ -854,6 +854,7 @@ class GpuDevice:
                 self._push()
             del errors[:]
             st = None
+            enc = None
             up_bytes = seed_bytes = 0
             try:
                 enc = _create_encoder(self._D, _NULL)
@@ -865,6 +866,8 @@ class GpuDevice:
                         _write_buffer(self._Q, uniform._ptr, 0, params, 16)
                 if uploads:
                     up_bytes, st = self._record_uploads(enc, uploads, deadline)
+                    if uploads is not plan.uploads:
+                        up_bytes -= 16  # the parameter block rode along; report plan uploads only
                 t1 = _perf()
                 for src, dst, off, n in seeds:
                     if n:
@@ -883,6 +886,7 @@ class GpuDevice:
                     _copy_b2b(enc, self._ts_resolve, 0, self._ts_read, 0, 16)
                 cmd = _finish(enc, _NULL)
                 _release_encoder(enc)
+                enc = None
                 cmds = self._cmds
                 cmds[0] = cmd
                 _submit(self._Q, 1, cmds)
@@ -897,6 +901,8 @@ class GpuDevice:
                     cell = self._ts_cell = self._map(self._ts_read, nat.MAP_READ, 0, 16)
                     cells = (fence, cell)
             finally:
+                if enc is not None:  # a Python-side check raised mid-recording
+                    _release_encoder(enc)
                 err = self._hot_pop() if (HOT_PATH_SCOPES or errors) else None
             if err is not None:
                 raise DeviceFailure("submit", err, submitted)
@@ -987,6 +993,7 @@ class GpuDevice:
                 s0 = _perf()
                 self._hot_push()
                 st = None
+                enc = None
                 cells: tuple[nat.MapCell, ...] = ()
                 try:
                     enc = _create_encoder(D, _NULL)
@@ -1017,6 +1024,7 @@ class GpuDevice:
                             _copy_b2b(enc, self._ts_resolve, 0, self._ts_read, 0, 16)
                     cmd = _finish(enc, _NULL)
                     _release_encoder(enc)
+                    enc = None
                     self._cmds[0] = cmd
                     _submit(self._Q, 1, self._cmds)
                     submitted = True
@@ -1029,6 +1037,8 @@ class GpuDevice:
                         cell = self._ts_cell = self._map(self._ts_read, nat.MAP_READ, 0, 16)
                         cells = (fence, cell)
                 finally:
+                    if enc is not None:
+                        _release_encoder(enc)
                     err = self._hot_pop()
                 if err is not None:
                     raise DeviceFailure("submit", f"{stage} submission: {err}", submitted)
@@ -1242,6 +1252,7 @@ class GpuDevice:
             arr = np.ascontiguousarray(array)
             big = arr.nbytes > QUEUE_WRITE_MAX
             submitted = False
+            enc = None
             self._hot_push()
             try:
                 enc = _create_encoder(self._D, _NULL) if big else None
@@ -1249,6 +1260,7 @@ class GpuDevice:
                 if enc is not None:
                     cmd = _finish(enc, _NULL)
                     _release_encoder(enc)
+                    enc = None
                     self._cmds[0] = cmd
                     _submit(self._Q, 1, self._cmds)
                     submitted = True
@@ -1256,6 +1268,8 @@ class GpuDevice:
                     _release_cmd(cmd)
                     self._remap_staging(st)
             finally:
+                if enc is not None:
+                    _release_encoder(enc)
                 err = self._hot_pop()
             if err is not None:
                 raise DeviceFailure("submit", err, submitted)

@@ -1,0 +1,237 @@
+"""Failure honesty: every fault stage raises the right exception, real timeouts, loss, close under load."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from wagogpu.gpu import (DeviceAllocationError, DeviceFailure, ExecutePlan, FaultInjector, GpuDevice,
+                         PipelineError)
+from wagogpu.gpu.faults import STAGES
+
+from .kernels import WGSL_INC, WGSL_SLOW, WGSL_X2, grid, params
+
+N = 512
+
+
+class Rig:
+    """A device with a FaultInjector, an x2 pipeline and buffers for one small dispatch."""
+
+    def __init__(self, make_device, faults: FaultInjector) -> None:
+        self.faults = faults
+        self.dev: GpuDevice = make_device(faults)
+        self.pipe = self.dev.pipeline(WGSL_X2, [True, False])
+        self.a, self.b = self.dev.create_storage(N * 4), self.dev.create_storage(N * 4)
+        self.u, self.st = self.dev.create_uniform(), self.dev.create_staging(N * 4)
+        self.x = np.arange(N, dtype=np.uint32)
+
+    def plan(self, **kw) -> ExecutePlan:
+        return ExecutePlan(self.pipe, self.u, params(N), [self.a, self.b], uploads=[(self.a, 0, self.x)],
+                           workgroups=grid(N), **kw)
+
+    def run(self, **kw):
+        return self.dev.execute(self.plan(**kw), 10.0)
+
+    def check_ok(self) -> None:
+        """The device still works after the failure (the host would quarantine; we need not, but may)."""
+        self.run()
+        assert np.array_equal(self.dev.read(self.b, self.st, N * 4, 10.0), 2 * self.x)
+
+
+def test_injector_counts_and_selects_occurrences() -> None:
+    f = FaultInjector(fail={"submit": 2, "map": [1, 3]}, fail_always=["wait"])
+    assert [f.hit("submit") for _ in range(3)] == [False, True, False]
+    assert [f.hit("map") for _ in range(3)] == [True, False, True]
+    assert all(f.hit("wait") for _ in range(2))
+    assert f.counts["submit"] == 3 and f.failures["map"] == 2 and f.counts["alloc"] == 0
+    with pytest.raises(ValueError):
+        FaultInjector(fail={"sumbit": 1})
+    assert set(f.counts) == set(STAGES)
+
+
+def test_alloc_fault(make_device) -> None:
+    f = FaultInjector(fail={"alloc": 2})
+    dev = make_device(f)
+    dev.create_storage(64)
+    with pytest.raises(DeviceAllocationError) as err:
+        dev.create_uniform()
+    assert "injected" in err.value.message
+    dev.create_staging(64)
+    assert f.counts["alloc"] == 3 and dev.stats.live_buffers == 2
+
+
+def test_pipeline_fault(make_device) -> None:
+    f = FaultInjector(fail={"pipeline": 1})
+    dev = make_device(f)
+    with pytest.raises(PipelineError):
+        dev.pipeline(WGSL_INC, [False])
+    assert dev.pipeline(WGSL_INC, [False]) is dev.pipeline(WGSL_INC, [False])
+    assert f.counts["pipeline"] == 2  # cache hits do not reach the stage
+
+
+@pytest.mark.parametrize("separate_stages", [False, True])
+def test_submit_fault(make_device, separate_stages: bool) -> None:
+    rig = Rig(make_device, FaultInjector(fail={"submit": 1}))
+    with pytest.raises(DeviceFailure) as err:
+        rig.run(separate_stages=separate_stages)
+    assert (err.value.stage, err.value.submitted, err.value.timed_out) == ("submit", False, False)
+    rig.check_ok()
+
+
+@pytest.mark.parametrize("separate_stages", [False, True])
+@pytest.mark.parametrize("stage,timed_out", [("wait", False), ("timeout", True), ("lost", False),
+                                             ("after_completion", False)])
+def test_execute_fault_stages(make_device, stage: str, timed_out: bool, separate_stages: bool) -> None:
+    rig = Rig(make_device, FaultInjector(fail={stage: 1}))
+    with pytest.raises(DeviceFailure) as err:
+        rig.run(separate_stages=separate_stages)
+    e = err.value
+    assert (e.stage, e.submitted, e.timed_out) == (stage, True, timed_out)
+    assert rig.faults.failures[stage] == 1
+    if stage == "lost":
+        assert rig.dev.is_lost()
+        with pytest.raises(DeviceFailure) as again:
+            rig.run()
+        assert again.value.stage == "lost" and not again.value.submitted
+        with pytest.raises(DeviceAllocationError):
+            rig.dev.create_storage(64)
+    else:
+        assert not rig.dev.is_lost()
+        rig.check_ok()
+
+
+@pytest.mark.parametrize("stage", ["submit", "timeout", "lost", "map"])
+def test_read_fault_stages(make_device, stage: str) -> None:
+    f = FaultInjector()
+    rig = Rig(make_device, f)
+    rig.run()
+    f._fail[stage] = frozenset([f.counts[stage] + 1])  # the next occurrence, which is in read()
+    with pytest.raises(DeviceFailure) as err:
+        rig.dev.read(rig.b, rig.st, N * 4, 10.0)
+    e = err.value
+    assert e.stage == stage and e.submitted == (stage != "submit") and e.timed_out == (stage == "timeout")
+    assert e.data is None
+    if stage in ("submit", "map"):
+        # The staging buffer was left usable: the next read works through it.
+        assert np.array_equal(rig.dev.read(rig.b, rig.st, N * 4, 10.0), 2 * rig.x)
+
+
+def test_unmap_fault_keeps_the_copied_data(make_device) -> None:
+    """abi.md §4.4 step 6: data fully copied before an unmap failure comes back on the exception."""
+    rig = Rig(make_device, FaultInjector(fail={"unmap": 1}))
+    rig.run()
+    with pytest.raises(DeviceFailure) as err:
+        rig.dev.read(rig.b, rig.st, N * 4, 10.0)
+    assert err.value.stage == "unmap" and err.value.submitted
+    assert np.array_equal(err.value.data, 2 * rig.x)
+    assert np.array_equal(rig.dev.read(rig.b, rig.st, N * 4, 10.0), 2 * rig.x)
+
+
+def test_submit_fault_in_write(make_device) -> None:
+    rig = Rig(make_device, FaultInjector(fail={"submit": 1}))
+    with pytest.raises(DeviceFailure) as err:
+        rig.dev.write(rig.a, 0, rig.x)
+    assert err.value.stage == "submit" and not err.value.submitted
+
+
+def test_real_timeout_then_close(make_device) -> None:
+    """A kernel that outlives its deadline: the poll loop gives up, close() still completes."""
+    dev = make_device()
+    pipe = dev.pipeline(WGSL_SLOW, [False])
+    n = 1 << 15
+    a, u = dev.create_storage(n * 4), dev.create_uniform()
+    slow = ExecutePlan(pipe, u, struct_params(n, 4000), [a], workgroups=grid(n))
+    t0 = time.perf_counter()
+    with pytest.raises(DeviceFailure) as err:
+        dev.execute(slow, 0.002)
+    assert err.value.stage == "timeout" and err.value.timed_out and err.value.submitted
+    assert time.perf_counter() - t0 < 1.0
+    t0 = time.perf_counter()
+    dev.close()
+    assert time.perf_counter() - t0 < 10.0
+    assert dev.closed
+
+
+def struct_params(count: int, rounds: int) -> bytes:
+    return np.array([count, rounds, 0, 0], dtype="<u4").tobytes()
+
+
+def test_lock_wait_counts_against_the_timeout(make_device) -> None:
+    rig = Rig(make_device, FaultInjector())
+    with rig.dev._lock:  # another party holds the device
+        result: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                rig.dev.read(rig.b, rig.st, N * 4, 0.02)
+            except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+                result.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(5.0)
+    assert result and isinstance(result[0], DeviceFailure)
+    assert result[0].stage == "timeout" and result[0].timed_out and not result[0].submitted
+
+
+@pytest.mark.parametrize("order", ["close_then_release", "release_after_close_returned"])
+def test_close_while_execute_is_blocked(make_device, order: str) -> None:
+    """abi.md §9.3 #31: close() during a dispatch stuck on the device; both finish within 3 s."""
+    release = threading.Event()
+    faults = FaultInjector(fail={}, release=release)
+    faults._fail["block"] = frozenset([1])
+    rig = Rig(make_device, faults)
+    outcome: dict[str, object] = {}
+
+    def dispatch() -> None:
+        try:
+            outcome["result"] = rig.run()
+        except BaseException as exc:  # noqa: BLE001
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=dispatch)
+    t0 = time.perf_counter()
+    worker.start()
+    assert faults.blocked.wait(5.0), "execute never reached the block stage"
+    closer = threading.Thread(target=rig.dev.close)
+    closer.start()
+    if order == "close_then_release":
+        time.sleep(0.05)
+        release.set()
+    else:
+        closer.join(3.0)
+        assert not closer.is_alive(), "close() waited for the blocked dispatch"
+        release.set()
+    closer.join(3.0)
+    worker.join(3.0)
+    assert not closer.is_alive() and not worker.is_alive()
+    assert time.perf_counter() - t0 < 3.0
+    err = outcome.get("error")
+    assert isinstance(err, DeviceFailure) and err.stage == "closed" and err.submitted
+    stats = rig.dev.stats
+    assert stats.live_buffers == 0 and stats.pipelines_live == 0 and stats.bind_groups_live == 0
+
+
+def test_everything_after_close(make_device) -> None:
+    rig = Rig(make_device, FaultInjector())
+    rig.dev.close()
+    rig.dev.close()
+    with pytest.raises(DeviceFailure) as err:
+        rig.run()
+    assert err.value.stage == "closed" and not err.value.submitted
+    with pytest.raises(DeviceFailure):
+        rig.dev.read(rig.b, rig.st, 64, 1.0)
+    with pytest.raises(DeviceFailure):
+        rig.dev.write(rig.a, 0, rig.x)
+    with pytest.raises(DeviceAllocationError):
+        rig.dev.create_storage(64)
+    with pytest.raises(PipelineError):
+        rig.dev.pipeline(WGSL_INC, [False])
+    rig.dev.release(rig.a)  # no-op
+    rig.dev.release(rig.pipe)
+    rig.dev.trim()
+    assert not rig.dev.is_lost()
+    assert rig.a.released and rig.pipe.released
