@@ -289,7 +289,7 @@ class GpuDevice:
         self._read_helpers: list[tuple[Any, int]] = []
         #: Phase split of the last staged upload (seconds): acquire (incl. waiting for the re-map), copy, unmap.
         self.last_upload_timing: dict[str, float] = {}
-        #: Phase split of the last successful read() (seconds): submit, wait, map, copy, unmap.
+        #: Phase split of the last successful read(): submit, wait (first part), copy (seconds), total, parts.
         self.last_read_timing: dict[str, float] = {}
 
         # Reused native structs for the hot path (callback infos are passed by value).
@@ -751,7 +751,7 @@ class GpuDevice:
         total = 0
         for h, off, arr in uploads:
             if not isinstance(arr, np.ndarray):
-                arr = np.asarray(arr)
+                arr = np.asarray(arr, dtype=np.uint32)  # lists and the like are words
             if not arr.flags.c_contiguous:
                 arr = np.ascontiguousarray(arr)
             n = arr.nbytes
@@ -1249,7 +1249,7 @@ class GpuDevice:
             self._check_usable()
             if faults is not None and faults.hit("submit"):
                 raise DeviceFailure("submit", "injected submission failure", False)
-            arr = np.ascontiguousarray(array)
+            arr = np.ascontiguousarray(array if isinstance(array, np.ndarray) else np.asarray(array, np.uint32))
             big = arr.nbytes > QUEUE_WRITE_MAX
             submitted = False
             enc = None
