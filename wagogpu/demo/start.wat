@@ -1,0 +1,63 @@
+;; The start example: two F32 buffers, B = 2*A then A = B + 1, all inside the start function.
+;; Memory layout: [0,16) input f32 [1,2,3,4]; [16,32) result; u32 at 32 and 36: dispatch statuses.
+(module
+  (import "wago_gpu_v1" "createBuffer" (func $create (param i32 i32) (result i32 i32)))
+  (import "wago_gpu_v1" "freeBuffer" (func $free (param i32) (result i32)))
+  (import "wago_gpu_v1" "bindBuffer" (func $bind (param i32 i32) (result i32)))
+  (import "wago_gpu_v1" "getBuffer" (func $get (param i32) (result i32)))
+  (import "wago_gpu_v1" "setBuffer32" (func $set (param i32 i32 i32 i32 i32) (result i32)))
+  (import "wago_gpu_v1" "copyBuffer32" (func $copy (param i32 i32 i32 i32 i32) (result i32)))
+  (import "wago_gpu_v1" "readBufferF32" (func $read (param i32 i32) (result f32)))
+  (import "wago_gpu_v1" "writeBufferF32" (func $write (param i32 i32 f32)))
+  (import "wago_gpu_v1" "dispatch" (func $dispatch (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\00\00\80\3f\00\00\00\40\00\00\40\40\00\00\80\40")
+
+  ;; Kernel bodies stay inside the GPU subset: constant slots, the index straight from the parameter.
+  (func $double (export "wago_gpu.kernel.double") (param $i i32)
+    (call $write (call $get (i32.const 1)) (local.get $i)
+      (f32.mul (call $read (call $get (i32.const 0)) (local.get $i)) (f32.const 2))))
+  (func $addOne (export "wago_gpu.kernel.addOne") (param $i i32)
+    (call $write (call $get (i32.const 1)) (local.get $i)
+      (f32.add (call $read (call $get (i32.const 0)) (local.get $i)) (f32.const 1))))
+  (func $cpu_double (export "wago_gpu.cpu.double") (param $n i32) (local $i i32)
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+      (call $double (local.get $i))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next))))
+  (func $cpu_addOne (export "wago_gpu.cpu.addOne") (param $n i32) (local $i i32)
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+      (call $addOne (local.get $i))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next))))
+
+  (func $must (param $status i32)
+    (if (local.get $status) (then unreachable)))
+  ;; dispatch, save its status at $at, run the CPU runner on 1, trap on anything else.
+  (func $run (param $kernel i32) (param $n i32) (param $at i32) (result i32)
+    (local $status i32)
+    (local.set $status (call $dispatch (local.get $kernel) (local.get $n)))
+    (i32.store (local.get $at) (local.get $status))
+    (if (i32.eq (local.get $status) (i32.const 1)) (then
+      (if (i32.eq (local.get $kernel) (i32.const 1))
+        (then (call $cpu_double (local.get $n)))
+        (else (call $cpu_addOne (local.get $n))))
+      (local.set $status (i32.const 0))))
+    (local.get $status))
+
+  (func $main (local $a i32) (local $b i32)
+    (call $create (i32.const 8) (i32.const 4)) (call $must) (local.set $a)
+    (call $create (i32.const 8) (i32.const 4)) (call $must) (local.set $b)
+    (call $must (call $set (local.get $a) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 4)))
+    (call $must (call $bind (i32.const 0) (local.get $a)))
+    (call $must (call $bind (i32.const 1) (local.get $b)))
+    (call $must (call $run (i32.const 1) (i32.const 4) (i32.const 32)))
+    (call $must (call $bind (i32.const 0) (local.get $b)))
+    (call $must (call $bind (i32.const 1) (local.get $a)))
+    (call $must (call $run (i32.const 2) (i32.const 4) (i32.const 36)))
+    (call $must (call $copy (local.get $a) (i32.const 0) (i32.const 0) (i32.const 16) (i32.const 4)))
+    (call $must (call $free (local.get $b)))
+    (call $must (call $free (local.get $a))))
+  (start $main))
