@@ -80,6 +80,7 @@ def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: fl
     inputs = [rng.integers(0, 2**31, n, dtype=np.uint32) for _ in range(2)]
     out = np.empty(n, np.uint32) if use_out else None
     totals, ups, comps, reads, devc = [], [], [], [], []
+    split: dict[str, list[float]] = {}
     bad = 0
     for it in range(repeat + 1):
         x = inputs[it % 2]
@@ -96,6 +97,8 @@ def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: fl
                        "execute_s": t1 - t0, "read_s": t2 - t1, "ok": bad == 0})
             continue
         totals.append(t2 - t0)
+        for k, v in dev.last_upload_timing.items():
+            split.setdefault("staging_" + k, []).append(v)
         ups.append(r.upload_s)
         comps.append(r.compute_s)
         reads.append(t2 - t1)
@@ -105,7 +108,8 @@ def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: fl
            "separate_stages": staged, "read_into_out": use_out, "ok": bad == 0,
            "total": summary(totals), "upload_s_median": statistics.median(ups),
            "compute_s_median": statistics.median(comps), "read_s_median": statistics.median(reads),
-           "device_compute_s_median": statistics.median(devc) if devc else None}
+           "device_compute_s_median": statistics.median(devc) if devc else None,
+           **{k + "_s_median": statistics.median(v) for k, v in split.items()}}
     if target is not None:
         rec["target_s"] = target
         rec["meets_target_median"] = rec["total"]["median_s"] <= target
@@ -230,6 +234,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--large", type=int, default=10_000_000)
     ap.add_argument("--micro", action="store_true", help="also print native building-block costs")
+    ap.add_argument("--quick", action="store_true", help="only the target figures (no profile-mode or micro)")
     ap.add_argument("--out", help="also append the JSONL to this file")
     args = ap.parse_args()
     if args.out:
@@ -267,7 +272,8 @@ def main() -> int:
     n = args.large
     round_trip(dev, pipe, n, args.repeat, "round_trip_large", 4e-3)
     round_trip(dev, pipe, n, args.repeat, "round_trip_large", 4e-3, use_out=True)
-    round_trip(dev, pipe, n, max(5, args.repeat // 3), "round_trip_large_stages", None, staged=True)
+    if not args.quick:
+        round_trip(dev, pipe, n, max(5, args.repeat // 3), "round_trip_large_stages", None, staged=True)
     resident(dev, pipe, n, args.repeat, timestamps=False)
     resident(dev, pipe, n, args.repeat, timestamps=True)
     if args.micro:
