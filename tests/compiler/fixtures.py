@@ -83,7 +83,7 @@ BUFFERS_WAT = """
 @functools.cache
 def buffers_wasm() -> bytes:
     """F1 (internal/fixtures/buffers.wat): kernels double (ID 1) and addOne (ID 2)."""
-    return wasmtime.wat2wasm(BUFFERS_WAT)
+    return bytes(wasmtime.wat2wasm(BUFFERS_WAT))
 
 
 def read0() -> bytes:
@@ -134,13 +134,13 @@ def mandelbrot_wasm() -> bytes:
 
 # ---- legacy fixtures -------------------------------------------------------------------------
 def _legacy_wat(expr: str) -> bytes:
-    return wasmtime.wat2wasm(f"""
+    return bytes(wasmtime.wat2wasm(f"""
 (module
   (import "wago_gpu" "run" (func $run (param i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (func (export "kernel") (param $x f32) (result f32) {expr})
   (func (export "cpu") (param i32 i32 i32)))
-""")
+"""))
 
 
 @functools.cache

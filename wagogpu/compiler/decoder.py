@@ -330,6 +330,8 @@ _PARSERS = {1: _type_section, 2: _import_section, 3: _function_section, 5: _memo
 
 def decode_module(source: bytes) -> DecodedModule:
     """Decode `source` once; raises CompileError for any module the contract cannot rest on."""
+    if not isinstance(source, bytes):  # names become dict keys: they must be immutable bytes
+        source = memoryview(source).tobytes()
     if len(source) > lim.MAX_MODULE_BYTES:
         raise CompileError(CompileErrorKind.LIMIT, "module exceeds decoder byte limit")
     if len(source) < 8 or source[:8] != lim.WASM_HEADER:
