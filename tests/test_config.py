@@ -101,3 +101,16 @@ def test_cpu_only_reason_is_visible():
             assert snap.state == "READY" and snap.device
         else:
             assert snap.state == "UNAVAILABLE" and snap.reason and snap.device_state == "UNAVAILABLE"
+
+
+def test_link_failure_is_a_module_error():
+    from wagogpu.engine import ModuleError
+
+    with Host(Config(kernels=[kernel()], disabled=True)) as host:
+        module = host.compile('(module (import "env" "f" (func)))')
+        with pytest.raises(ModuleError, match="cannot instantiate: .*env::f"):
+            host.instantiate(module)
+        with pytest.raises(ModuleError) as e:
+            host.compile("# not wat\nat all")
+        assert "|" not in str(e.value)
+        assert host.buffer_snapshot().instances == []

@@ -1,6 +1,8 @@
 """The wasmtime engine settings every Host uses, and WAT/Wasm source handling."""
 from __future__ import annotations
 
+import re
+
 import wasmtime
 
 WASM_FEATURES = ("wasm_gc", "wasm_function_references", "wasm_memory64", "wasm_multi_memory",
@@ -47,7 +49,8 @@ def first_line(exc: BaseException) -> str:
     parts: list[str] = []
     for raw in str(exc).splitlines():
         line = raw.strip()
-        if not line or line == "Caused by:" or line.startswith(("-->", "|")) or "wasm backtrace" in line:
+        if (not line or line == "Caused by:" or line.startswith(("-->", "|")) or "wasm backtrace" in line
+                or re.match(r"^\d+ \|", line)):
             continue
         head, _, rest = line.partition(": ")
         if head.isdigit():

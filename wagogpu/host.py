@@ -116,6 +116,14 @@ class Instance:
             host._instances[self.id] = self
         try:
             self._guest = linker.instantiate(self._store, module.compiled)
+        except wasmtime.Trap:
+            self.close()
+            raise
+        except wasmtime.WasmtimeError as exc:
+            self.close()
+            if "wasm backtrace" in str(exc):
+                raise  # the start function failed: keep wasmtime's own error
+            raise ModuleError(f"cannot instantiate: {first_line(exc)}") from exc
         except BaseException:
             self.close()
             raise
