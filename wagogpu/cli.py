@@ -442,8 +442,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             inst = host.instantiate(module)
         except wasmtime.Trap as exc:
             raise Failure(f"trap in the start function: {_trap_text(exc)}") from exc
+        except ModuleError as exc:
+            raise UsageError(f"{args.module}: {exc}") from exc
         except wasmtime.WasmtimeError as exc:
-            raise UsageError(f"{args.module}: cannot instantiate: {first_line(exc)}") from exc
+            raise Failure(f"the start function failed: {first_line(exc)}") from exc
         result = None
         if export:
             try:
