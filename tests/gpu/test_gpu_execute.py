@@ -125,7 +125,8 @@ def test_large_uploads_go_through_the_reused_staging_buffer(make_device) -> None
 
 
 def test_zero_workgroups_still_uploads(device: GpuDevice, x2) -> None:
-    a, b, u, st = device.create_storage(64), device.create_storage(64), device.create_uniform(), device.create_staging(64)
+    a, b = device.create_storage(64), device.create_storage(64)
+    u, st = device.create_uniform(), device.create_staging(64)
     device.execute(ExecutePlan(x2, u, params(0), [a, b], uploads=[(a, 0, words(range(16)))], workgroups=(0, 0)), 10.0)
     assert np.array_equal(device.read(a, st, 64, 10.0), np.arange(16, dtype=np.uint32))
     for h in (a, b, u, st):
