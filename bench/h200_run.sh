@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One device session: the GPU test set on a hardware adapter, then the benchmarks, all into $OUT.
+# Run on the GPU machine as:  . .whl/enter.sh && bash bench/h200_run.sh
+set -u
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+export WAGO_GPU_TEST=1
+python3 -m wagogpu info > "$out/info.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv > "$out/nvidia-smi.txt" 2>&1
+python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests/test_gpu_dispatch.py tests/test_differential.py tests/test_legacy.py tests/gpu tests/test_examples.py} > "$out/gpu_tests.txt" 2>&1
+echo "tests rc=$?" >> "$out/gpu_tests.txt"
+if [ -z "${SKIP_BENCH:-}" ]; then
+  python3 -m bench.buffer_bench --repeats 5 --ladder polynomial --ladder twice --out "$out/buffer_bench.jsonl" > /dev/null 2> "$out/buffer_bench.err"
+  echo "buffer_bench rc=$?" >> "$out/buffer_bench.err"
+  python3 -m bench.cpu_fallback > "$out/cpu_fallback.jsonl" 2> "$out/cpu_fallback.err"
+  ${EXTRA:-true}
+fi
+tail -3 "$out/gpu_tests.txt"
