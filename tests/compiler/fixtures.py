@@ -182,7 +182,7 @@ from wagogpu.compiler import CompileError, compile_buffer_wgsl  # noqa: E402
 from wagogpu.compiler.buffer import LoweredKernel, lower_kernel  # noqa: E402
 from wagogpu.compiler.decoder import decode_module  # noqa: E402
 from wagogpu.compiler.wgsl import INDEX_LINE_GROWTH  # noqa: E402
-from wasmgen import END, FULL, Abi  # noqa: E402
+from wasmgen import END, Abi  # noqa: E402
 
 
 def tm(body: bytes, groups=(), abi: Abi = TM, **kw) -> bytes:

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import (TWICE_BODY, A, E, K, compile_err, compile_ok, config, kernel_config, lowered, raw_kernel_module,
-                      read0, tm, write1)
-from wagogpu.abi.table import ABI_MODULE
+from fixtures import TWICE_BODY, A, E, K, compile_err, compile_ok, config, lowered, raw_kernel_module, read0, tm, write1
 from wagogpu.compiler import CompileError, CompileErrorKind, compile_buffer_wgsl
 from wagogpu.compiler import reader as lim
 from wagogpu.config import BindingConfig, KernelConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fixtures import TWICE_BODY, A, E, K, compile_ok, config, lowered, read0, write1
+from fixtures import TWICE_BODY, A, E, K, config, lowered, read0, write1
 from wagogpu.abi.f16 import f32_bits_to_half, half_to_f32_bits
 from wagogpu.compiler import workgroup_grid
 from wagogpu.compiler.wgsl import MAX_GRID_COUNT, ROW_INVOCATIONS

@@ -1,7 +1,6 @@
 """inspect_module: the host's one call at compile time (abi.md §6.2-6.3)."""
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

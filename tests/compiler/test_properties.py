@@ -13,7 +13,7 @@ from wagogpu.compiler import CompileError, KernelClass, compile_buffer_wgsl, com
 from wagogpu.compiler import reader as lim
 from wagogpu.compiler.buffer import select_body, validate_kernel
 from wagogpu.compiler.decoder import decode_module
-from wagogpu.compiler.lower import Lowering, lower_body
+from wagogpu.compiler.lower import Lowering, binding_facts, lower_body
 
 FAST = settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
                 deadline=None)
@@ -43,7 +43,7 @@ def _outcome(run_name: str, source: bytes, kernel) -> tuple:
         original = Lowering.run
         Lowering.run = getattr(Lowering, run_name)  # type: ignore[method-assign]
         try:
-            body = lower_body(module, start, end, kernel.bindings)
+            body = lower_body(module, start, end, binding_facts(kernel.bindings))
         finally:
             Lowering.run = original  # type: ignore[method-assign]
     except CompileError as e:

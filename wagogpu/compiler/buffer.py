@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..abi.table import SLOT_COUNT, ElementType
+from ..abi.table import SLOT_COUNT
 from ..config import CPU_PREFIX, KERNEL_PREFIX, MAX_EXPORT_NAME_BYTES, KernelConfig, kernel_contract_problem
 from . import reader as lim
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
-from .lower import lower_body
+from .lower import binding_facts, lower_body
 from .wgsl import assemble
 
 INVALID = CompileErrorKind.INVALID_CONTRACT
@@ -30,6 +30,9 @@ class LoweredKernel:
     is_float: bool
 
 
+_VALID: dict[int, KernelConfig] = {}  # id -> kernel configs that passed (frozen, so they stay valid)
+
+
 def validate_kernel(kernel: KernelConfig) -> None:
     """Config checks of compiler.md §1.3.1, reusing config.kernel_contract_problem for the rules.
 
@@ -37,6 +40,8 @@ def validate_kernel(kernel: KernelConfig) -> None:
     message for its step. An export field fails step 1 when its prefix/suffix rule is broken and
     step 2 (name length) otherwise.
     """
+    if _VALID.get(id(kernel)) is kernel:
+        return
     try:
         kernel.export.encode()
         kernel.cpu_export.encode()
@@ -44,6 +49,9 @@ def validate_kernel(kernel: KernelConfig) -> None:
         raise CompileError(INVALID, BAD_NAMES) from None
     problem = kernel_contract_problem(kernel, SLOT_COUNT)
     if problem is None:
+        if len(_VALID) >= 256:
+            _VALID.clear()
+        _VALID[id(kernel)] = kernel
         return
     field = problem[0]
     if field.startswith("bindings["):
@@ -77,9 +85,9 @@ def select_body(module: DecodedModule, kernel: KernelConfig) -> tuple[int, int]:
 def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = True) -> LoweredKernel:
     """Lower a validated kernel config against a decoded module; raises CompileError."""
     start, end = select_body(module, kernel)
-    body = lower_body(module, start, end, kernel.bindings)
-    f16 = any(b.type == ElementType.F16 for b in kernel.bindings)
-    text = assemble(body.reads, body.writes, f16, body.code, grid_2d)
+    facts = binding_facts(kernel.bindings)
+    body = lower_body(module, start, end, facts)
+    text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d)
     if len(text) > lim.MAX_WGSL_BYTES:
         raise CompileError(CompileErrorKind.LIMIT, "WGSL byte limit")
     return LoweredKernel(text, body.reads, body.writes, body.read_before_write & body.writes, body.is_float)

@@ -125,15 +125,23 @@ def _valtypes(r: Reader, pos: int) -> tuple[bytes, int]:
     return sig, r.pos
 
 
+_MEMORY_DECLS = {(flags, imported): MemoryDecl(is64=bool(flags & LIMIT_FLAG_64), shared=bool(flags & LIMIT_FLAG_SHARED),
+                                                imported=imported) for flags in range(8) for imported in (False, True)}
+
+
 def _limits(r: Reader, imported: bool) -> MemoryDecl:
     flags = r.u32()
     if flags & ~(LIMIT_FLAG_MAX | LIMIT_FLAG_SHARED | LIMIT_FLAG_64):
         raise _fail("unsupported memory limits")
-    bits = 64 if flags & LIMIT_FLAG_64 else 32
-    r.leb(bits, False)
-    if flags & LIMIT_FLAG_MAX:
-        r.leb(bits, False)
-    return MemoryDecl(is64=bool(flags & LIMIT_FLAG_64), shared=bool(flags & LIMIT_FLAG_SHARED), imported=imported)
+    data, pos = r.data, r.pos
+    for _ in range(2 if flags & LIMIT_FLAG_MAX else 1):
+        if pos < r.end and data[pos] < 0x80:  # one-byte minimum / maximum
+            pos += 1
+            r.pos = pos
+        else:
+            r.leb(64 if flags & LIMIT_FLAG_64 else 32, False)
+            pos = r.pos
+    return _MEMORY_DECLS[flags, imported]
 
 
 def _name(r: Reader) -> bytes:

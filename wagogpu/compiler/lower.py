@@ -120,7 +120,7 @@ class Lowering:
 
     __slots__ = ("module", "r", "stack", "locals", "local_types", "nodes", "depth", "optext", "code",
                  "pending", "reads", "writes", "rbw", "is_float", "slot_type", "can_read", "can_write",
-                 "frames", "const_text", "names", "let_prefix")
+                 "frames", "const_text", "names", "let_prefix", "emit_node")
 
     def __init__(self, module: DecodedModule, start: int, end: int):
         self.module = module
@@ -143,6 +143,7 @@ class Lowering:
         most = min(end - start, lim.MAX_INSTRUCTIONS) + 1
         self.names = V_NAMES.upto(most)
         self.let_prefix = {t: table.upto(most) for t, table in LET_PREFIX.items()}
+        self.emit_node = self._node_emitter()
 
     @property
     def code_len(self) -> int:
@@ -199,26 +200,35 @@ class Lowering:
         return n
 
     def materialise(self, n: int) -> None:
-        """Emit un-emitted node n after its un-emitted operands, left before right, each once.
+        """Emit un-emitted node n after its un-emitted operands, left before right, each once."""
+        self.emit_node(n)
+
+    def _node_emitter(self) -> Callable[[int], None]:
+        """The recursive emitter as a closure over this workspace (it is on the hot path).
 
         Recursion depth is at most MAX_DEPTH: the depth rule emits deeper chains early.
         """
-        depth = self.depth
-        op, left, right = self.nodes[n]  # type: ignore[misc]
-        if left[0] == NUMBER:
-            if depth[left[2]]:
-                self.materialise(left[2])
-            ltext = self.optext[left[2]]
-        else:
-            ltext = self.const_text.get(left) or self.const_operand(left)
-        if right[0] == NUMBER:
-            if depth[right[2]]:
-                self.materialise(right[2])
-            rtext = self.optext[right[2]]
-        else:
-            rtext = self.const_text.get(right) or self.const_operand(right)
-        depth[n] = 0
-        self.code.extend((self.let_prefix[op.result][n], ltext, op.infix, rtext, ";\n"))
+        depth, nodes, optext, const_text = self.depth, self.nodes, self.optext, self.const_text
+        let_prefix, extend, const_operand = self.let_prefix, self.code.extend, self.const_operand
+
+        def emit_node(n: int) -> None:
+            op, left, right = nodes[n]  # type: ignore[misc]
+            if left[0] == NUMBER:
+                if depth[left[2]]:
+                    emit_node(left[2])
+                ltext = optext[left[2]]
+            else:
+                ltext = const_text.get(left) or const_operand(left)
+            if right[0] == NUMBER:
+                if depth[right[2]]:
+                    emit_node(right[2])
+                rtext = optext[right[2]]
+            else:
+                rtext = const_text.get(right) or const_operand(right)
+            depth[n] = 0
+            extend((let_prefix[op.result][n], ltext, op.infix, rtext, ";\n"))
+
+        return emit_node
 
     def const_operand(self, rec: Record) -> str:
         """A constant feeding arithmetic (cached: kernels repeat their constants)."""
@@ -308,8 +318,8 @@ class Lowering:
     def run_fast(self) -> None:
         """The same loop without limit checks (see run).
 
-        Rows whose handler is one of the simple ones (FAST_KIND: local.get/set/tee, f32.const,
-        binary ops) run inline with the handler's semantics whenever no error can arise; anything
+        Rows whose handler is one of the simple ones (FAST_KIND: local.get/set/tee, i32.const,
+        f32.const, binary ops) run inline with the handler's semantics whenever no error can arise; anything
         else calls the row's handler. A value-producing local.get or f32.const directly followed by
         a binary op hands its value straight to that op (no push/pop, one loop turn less). A pending
         error (set only by handlers and Lowering.pop) is raised right after the instruction that
@@ -330,8 +340,12 @@ class Lowering:
         table = OPCODE_TABLE
         kinds = FAST_KIND
         max_depth = lim.MAX_DEPTH
-        materialise = self.materialise
+        materialise = self.emit_node
         unpack_u32 = _U32_LE.unpack_from
+        # module constants as locals: the loop below is the compiler's hot path
+        k_get, k_const, k_binary, k_set, k_tee, k_slow, k_i32 = (K_LOCAL_GET, K_F32_CONST, K_BINARY, K_LOCAL_SET,
+                                                                 K_LOCAL_TEE, K_SLOW, K_I32_CONST)
+        number, constant, f32, i32 = NUMBER, CONSTANT, F32, I32
         saw_float = False  # folded into self.is_float on every exit
         pos = r.pos
         try:
@@ -339,65 +353,71 @@ class Lowering:
                 opcode = data[pos]
                 pos += 1
                 kind = kinds[opcode]
-                if kind == K_LOCAL_GET:
+                if kind == k_get:
                     if pos >= end or data[pos] >= fast_locals:
-                        kind = K_SLOW
+                        kind = k_slow
                     else:
                         right = local_records[data[pos]]
                         pos += 1
-                        if pos >= end or kinds[data[pos]] != K_BINARY:
+                        if pos >= end or kinds[data[pos]] != k_binary:
                             push(right)
                             continue
                         opcode = data[pos]
                         pos += 1
-                elif kind == K_F32_CONST:
+                elif kind == k_const:
                     if end - pos < 4:
-                        kind = K_SLOW
+                        kind = k_slow
                     else:
-                        right = (CONSTANT, F32, unpack_u32(data, pos)[0])
+                        right = (constant, f32, unpack_u32(data, pos)[0])
                         pos += 4
                         saw_float = True
-                        if pos >= end or kinds[data[pos]] != K_BINARY:
+                        if pos >= end or kinds[data[pos]] != k_binary:
                             push(right)
                             continue
                         opcode = data[pos]
                         pos += 1
-                elif kind == K_BINARY:
+                elif kind == k_binary:
                     if stack:
                         right = stack.pop()
                     else:
-                        kind = K_SLOW
-                elif kind == K_LOCAL_SET or kind == K_LOCAL_TEE:
+                        kind = k_slow
+                elif kind == k_i32:
+                    if pos < end and data[pos] < 0x40:  # one-byte signed LEB128, non-negative
+                        push((constant, i32, data[pos]))
+                        pos += 1
+                        continue
+                    kind = k_slow
+                elif kind == k_set or kind == k_tee:
                     if pos < end and stack:
                         i = data[pos]
                         if i < fast_locals and stack[-1][1] == local_types[i]:
                             pos += 1
                             local_records[i] = stack[-1]
-                            if kind == K_LOCAL_SET:
+                            if kind == k_set:
                                 del stack[-1]
                             continue
-                    kind = K_SLOW
-                if kind != K_SLOW:
+                    kind = k_slow
+                if kind != k_slow:
                     # a binary op `opcode` whose right operand is `right` (left still on the stack)
                     op = table[opcode][1]  # type: ignore[index]
                     want = op.operand
                     if stack and right[1] == want and stack[-1][1] == want:  # Lowering.new_node, inline
                         left = stack[-1]
                         d = 0
-                        if left[0] == NUMBER:
+                        if left[0] == number:
                             ld = depth[left[2]]
                             if ld >= max_depth:
                                 materialise(left[2])
                             elif ld:
                                 d = ld
-                        if right[0] == NUMBER:
+                        if right[0] == number:
                             rd = depth[right[2]]
                             if rd >= max_depth:
                                 materialise(right[2])
                             elif rd > d:
                                 d = rd
                         n = len(depth)
-                        stack[-1] = (NUMBER, op.result, n)
+                        stack[-1] = (number, op.result, n)
                         nodes.append((op, left, right))
                         depth.append(d + 1)
                         optext.append(names[n])
@@ -564,7 +584,7 @@ OPCODES: dict[int, tuple[Handler, object]] = {
 OPCODE_TABLE: list[tuple[Handler, object] | None] = [OPCODES.get(op) for op in range(256)]
 
 # Which rows Lowering.run may execute inline, derived from the table (never set by hand).
-K_SLOW, K_LOCAL_GET, K_LOCAL_SET, K_LOCAL_TEE, K_F32_CONST, K_BINARY = range(6)
+K_SLOW, K_LOCAL_GET, K_LOCAL_SET, K_LOCAL_TEE, K_F32_CONST, K_BINARY, K_I32_CONST = range(7)
 
 
 def _fast_kind(row: tuple[Handler, object] | None) -> int:
@@ -579,32 +599,74 @@ def _fast_kind(row: tuple[Handler, object] | None) -> int:
         return K_F32_CONST
     if handler is _binary:
         return K_BINARY
+    if handler is _i32_const:
+        return K_I32_CONST
     return K_SLOW
 
 
 FAST_KIND = bytes(_fast_kind(row) for row in OPCODE_TABLE)
 
 
-def lower_body(module: DecodedModule, start: int, end: int,
-               bindings: "tuple[object, ...]") -> LoweredBody:
-    """Lower the body source[start:end] of a kernel whose bindings passed config validation."""
-    if end - start > lim.MAX_BODY_BYTES:
-        raise _err(LIMIT, "kernel byte limit")
-    st = Lowering(module, start, end)
+@dataclass(frozen=True, slots=True)
+class BindingFacts:
+    """What the binding scan (compiler.md §1.3.5 step 2) derives from a kernel's declarations."""
+
+    slot_type: dict[int, ElementType]  # read-only once built
+    can_read: int  # slot bit masks
+    can_write: int
+    is_float: bool  # an F16, F32 or F64 binding
+    f16: bool  # an F16 binding: the shader carries the helper
+    problem: tuple[CompileErrorKind, str] | None  # the scan's first rejection
+
+
+_FACTS: dict[int, tuple[object, BindingFacts]] = {}  # id(bindings tuple) -> (that tuple, facts)
+
+
+def binding_facts(bindings: "tuple[object, ...]") -> BindingFacts:
+    """The scan of a (validated, immutable) bindings tuple; memoised by identity, bounded."""
+    hit = _FACTS.get(id(bindings))
+    if hit is not None and hit[0] is bindings:
+        return hit[1]
+    slot_type: dict[int, ElementType] = {}
+    can_read = can_write = 0
+    is_float = f16 = False
+    problem = None
     for b in bindings:
         slot, etype, access = b.slot, b.type, b.access  # type: ignore[attr-defined]
         if not 0 <= slot < SLOT_COUNT:
-            raise _err(INVALID, "invalid slot")
+            problem = (INVALID, "invalid slot")
+            break
         info = TYPE_INFO[etype]
         if info.scalar in FLOAT_SCALARS:
-            st.is_float = True
+            is_float = True
         if not info.gpu:
-            raise _err(UNSUPPORTED, "64-bit GPU buffers are unsupported")
-        st.slot_type[slot] = ElementType(etype)
+            problem = (UNSUPPORTED, "64-bit GPU buffers are unsupported")
+            break
+        slot_type[slot] = ElementType(etype)
+        f16 = f16 or etype == ElementType.F16
         if access & Access.READ:
-            st.can_read |= 1 << slot
+            can_read |= 1 << slot
         if access & Access.WRITE:
-            st.can_write |= 1 << slot
+            can_write |= 1 << slot
+    facts = BindingFacts(slot_type, can_read, can_write, is_float, f16, problem)
+    if isinstance(bindings, tuple):
+        if len(_FACTS) >= 256:
+            _FACTS.clear()
+        _FACTS[id(bindings)] = (bindings, facts)
+    return facts
+
+
+def lower_body(module: DecodedModule, start: int, end: int, facts: BindingFacts) -> LoweredBody:
+    """Lower the body source[start:end] of a kernel whose bindings passed config validation."""
+    if end - start > lim.MAX_BODY_BYTES:
+        raise _err(LIMIT, "kernel byte limit")
+    if facts.problem is not None:
+        raise _err(*facts.problem)
+    st = Lowering(module, start, end)
+    st.slot_type = facts.slot_type
+    st.can_read = facts.can_read
+    st.can_write = facts.can_write
+    st.is_float = facts.is_float
     try:
         st.declare_locals()
         st.run()
