@@ -27,7 +27,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from wagogpu.gpu import ExecutePlan, GpuDevice, list_adapters  # noqa: E402
-from wagogpu.gpu import _copy, device as devmod  # noqa: E402
+from wagogpu import memcopy as _copy  # noqa: E402
+from wagogpu.gpu import device as devmod  # noqa: E402
 
 WGSL_X2 = """
 struct Params { count: u32, p1: u32, p2: u32, p3: u32 }

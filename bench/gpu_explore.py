@@ -21,7 +21,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from wagogpu.gpu import ExecutePlan, GpuDevice  # noqa: E402
-from wagogpu.gpu import _copy, _native as nat, device as devmod  # noqa: E402
+from wagogpu import memcopy as _copy  # noqa: E402
+from wagogpu.gpu import _native as nat, device as devmod  # noqa: E402
 from wagogpu.gpu._native import ffi, lib  # noqa: E402
 
 _perf = time.perf_counter

@@ -18,6 +18,7 @@ from .abi.table import SLOT_COUNT, TYPE_INFO, ElementType, Status, pack_result, 
 from .buffers import Buffer, InstanceBuffers
 from .compiler.contract import KernelClass
 from .diagnostics import BufferOperation, TransferCounters
+from .memcopy import copy_bytes
 from .memexports import memory_export_name
 from .residency import KERNEL_FALLBACK
 
@@ -259,14 +260,15 @@ class InstanceImports:
         t0 = time.perf_counter()
         guest = memory_view(memory, caller)[guest_offset:guest_offset + nbytes]
         start = offset * buf.stored_bytes
-        cpu = self.buffers.cpu_bytes(buf)
+        cpu = self.buffers.cpu_bytes(buf)[start:start + nbytes]
+        # Large copies are split over threads (memmove releases the GIL).
         if is_set:
-            cpu[start:start + nbytes] = guest
+            copy_bytes(cpu.ctypes.data, guest.ctypes.data, nbytes)
             self.buffers.note_cpu_write(buf, offset, offset + count)
             call.op.guest_set_bytes += nbytes
             call.op.guest_set_count += 1
         else:
-            guest[:] = cpu[start:start + nbytes]
+            copy_bytes(guest.ctypes.data, cpu.ctypes.data, nbytes)
             call.op.guest_copy_bytes += nbytes
             call.op.guest_copy_count += 1
         call.op.commit += time.perf_counter() - t0

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import _native as nat
-from ._copy import copy_bytes
+from ..memcopy import copy_bytes
 from ._native import ffi, lib
 from .adapters import AdapterInfo, _enumerate, rank_adapters
 from .errors import DeviceAllocationError, DeviceFailure, GpuUnavailable, PipelineError
