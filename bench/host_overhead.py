@@ -1,0 +1,88 @@
+"""Where the host's time goes per call: Python->Wasm, Wasm->Python imports, resident dispatch,
+a checked 1,024-element round trip and its parts. Medians of many calls, JSONL.
+
+python -m bench.host_overhead [--allow-software-adapter] [--profile-out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from bench.buffer_bench import kernel_configs
+from bench.common import emit, environment
+from bench.work_guest import KERNEL_IDS, input_values, reference, wat
+from wagogpu import Config, Host
+
+CALLS = 300
+
+
+def median_us(fn, calls: int = CALLS) -> float:
+    for _ in range(10):
+        fn()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        fn()
+        times.append(time.perf_counter_ns() - t0)
+    return statistics.median(times) / 1e3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--allow-software-adapter", action="store_true")
+    parser.add_argument("--profile-out")
+    parser.add_argument("--n", type=int, default=1024)
+    args = parser.parse_args(argv)
+    host = Host(Config(kernels=kernel_configs(), allow_software_adapter=args.allow_software_adapter,
+                       require_gpu=not args.allow_software_adapter))
+    inst = host.instantiate(host.compile(wat()))
+    n = args.n
+    inst.call("grow_to", 12 * n // 65536 + 2)
+    x = input_values(n)
+    inst.memory_view().view(np.float32)[:n] = x
+    assert inst.call("setup", n) == 0
+    k = KERNEL_IDS["twice"]
+    figures = {
+        "python_to_wasm_call_us": median_us(lambda: inst.call("grow_to", 0)),
+        "set_import_us": median_us(lambda: inst.call("upload", n)),
+        "dispatch_after_set_us": None,
+        "resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
+        "copy_back_gpu_current_us": None,
+        "checked_round_trip_us": median_us(lambda: inst.call("sample", k, n)),
+    }
+    # Parts that need a specific state before each call.
+    after_set, copy_back = [], []
+    for _ in range(CALLS):
+        inst.call("upload", n)
+        t0 = time.perf_counter_ns()
+        inst.call("dispatch", k, n)
+        t1 = time.perf_counter_ns()
+        inst.call("download", n, 8 * n)
+        t2 = time.perf_counter_ns()
+        after_set.append(t1 - t0)
+        copy_back.append(t2 - t1)
+    figures["dispatch_after_set_us"] = statistics.median(after_set) / 1e3
+    figures["copy_back_gpu_current_us"] = statistics.median(copy_back) / 1e3
+    got = inst.memory_view().view(np.float32)[2 * n:3 * n]
+    checked = bool(np.array_equal(got, reference("twice", x)))
+    if args.profile_out:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(CALLS):
+            inst.call("sample", k, n)
+        prof.disable()
+        prof.dump_stats(args.profile_out)
+    info = host.device.info
+    emit({"bench": "host_overhead", "elements": n, "checked": checked, **figures,
+          "adapter": f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}", **environment()})
+    host.close()
+    return 0 if checked else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
