@@ -426,3 +426,15 @@ def test_constants_are_bit_exact():
         assert f"  slot1[index] = 0x{bits:08x}u;\n" in w
         w = compile_ok(write1(f32mul(read0(), f32bits(bits))))
         assert f"bitcast<f32>(0x{bits:08x}u)" in w
+
+
+def test_no_guest_name_reaches_wgsl():
+    name = "x}\n@compute fn evil() {"
+    kernel = kernel_config(name)
+    m = TM.builder()
+    m.func([I32], [], TWICE_BODY + END, export=f"wago_gpu.kernel.{name}")
+    m.func([I32], [], END, export=f"wago_gpu.cpu.{name}")
+    m.export("evil_memory_name", 2, 0)
+    w = compile_buffer_wgsl(m.build(), kernel)
+    assert "evil" not in w and name not in w
+    assert w == TWICE_WGSL
