@@ -65,6 +65,7 @@ class InstanceImports:
         self.buffers = buffers
         self.gc_reservation = 0
         self._started = 0.0
+        self._memories: dict[int, tuple[wasmtime.Memory, bool]] = {}
 
     def guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Serialise an import under the host lock; an unexpected host error becomes a trap, never a
@@ -242,9 +243,10 @@ class InstanceImports:
         decl = contract.memories[memory_index]
         if decl.shared or decl.is64 != want64:
             return self._finish(call, Status.UNSUPPORTED_STORAGE)
-        memory = caller.get(memory_export_name(memory_index))
-        if not isinstance(memory, wasmtime.Memory) or memory.type(caller).is_64 != want64:
+        memory = self._guest_memory(caller, memory_index)
+        if memory is None or memory[1] != want64:
             return self._finish(call, Status.UNSUPPORTED_STORAGE)
+        memory = memory[0]
         nbytes = count * buf.stored_bytes
         if guest_offset + nbytes > memory.data_len(caller):
             return self._finish(call, Status.INVALID_RANGE)
@@ -273,6 +275,17 @@ class InstanceImports:
             call.op.guest_copy_count += 1
         call.op.commit += time.perf_counter() - t0
         return self._finish(call, Status.OK)
+
+    def _guest_memory(self, caller: Any, index: int) -> tuple[wasmtime.Memory, bool] | None:
+        """The guest's memory `index` and whether it is 64-bit; looked up once (a Memory is a
+        handle valid for the store's life; its size is read anew on every use)."""
+        found = self._memories.get(index)
+        if found is None:
+            memory = caller.get(memory_export_name(index))
+            if not isinstance(memory, wasmtime.Memory):
+                return None
+            found = self._memories[index] = (memory, memory.type(caller).is_64)
+        return found
 
     def setBuffer32(self, caller, h, off, mem, goff, n):  # type: ignore[no-untyped-def]
         return self._transfer(caller, "setBuffer32", True, False, h, off, mem, goff, n)

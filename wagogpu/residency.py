@@ -309,7 +309,6 @@ class Residency:
             return Status.DEVICE_ERROR
         # Single commit: every written slot switches to its scratch together.
         t0 = time.perf_counter()
-        recs = inst.records()
         for slot, (scratch, size) in outputs.items():
             buf = slot_buffers[slot]
             if buf.gpu is not None:
@@ -321,9 +320,8 @@ class Residency:
                 inst.gpu_charge -= size
             buf.gpu = scratch
             inst.gpu_charge += size
-            f = int(recs["flags"][buf.record])
-            recs["flags"][buf.record] = (f | acc.GPU_CURRENT) & ~(acc.CPU_CURRENT | acc.DIRTY)
-            recs["version"][buf.record] += 1
+            inst.set_flags(buf, (inst.flags(buf) | acc.GPU_CURRENT) & ~(acc.CPU_CURRENT | acc.DIRTY))
+            inst.bump_version(buf)
         op.commit += time.perf_counter() - t0
         return Status.OK
 
