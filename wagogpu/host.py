@@ -7,6 +7,7 @@ the InstanceBuffers charged to it; Instance.close() frees those.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -97,10 +98,12 @@ class Instance:
             if spec.name in SCALAR_IMPORTS or spec.name in GC_IMPORTS:
                 linker.define(self._store, ABI_MODULE, spec.name, acc_exports[spec.name])
             else:
+                # Bulk memory transfers find guest memory through the caller; the rest are named methods.
                 takes_caller = spec.name.startswith(("setBuffer", "copyBuffer"))
+                fn = functools.partial(self.imports.transfer, spec) if takes_caller else getattr(self.imports, spec.name)
                 linker.define(self._store, ABI_MODULE, spec.name, host_func(
                     self._store, _functype(spec.params, spec.results),
-                    self.imports.guarded(spec.name, getattr(self.imports, spec.name)), access_caller=takes_caller))
+                    self.imports.guarded(spec.name, fn), access_caller=takes_caller))
         legacy = LegacyRunner(host, module, self)
         for spec in LEGACY_IMPORTS:
             linker.define(self._store, LEGACY_MODULE, spec.name, host_func(

@@ -14,7 +14,7 @@ import numpy as np
 import wasmtime
 
 from .abi import accessor as acc
-from .abi.table import SLOT_COUNT, TYPE_INFO, ElementType, Status, pack_result, scalar_trap_message
+from .abi.table import GC_IMPORTS, SLOT_COUNT, TYPE_INFO, ElementType, ImportSpec, Status, pack_result, scalar_trap_message
 from .buffers import Buffer, InstanceBuffers
 from .compiler.contract import KernelClass
 from .diagnostics import BufferOperation, TransferCounters
@@ -65,6 +65,7 @@ class InstanceImports:
         self.buffers = buffers
         self.gc_reservation = 0
         self._started = 0.0
+        self._import_name = ""
         self._memories: dict[int, tuple[wasmtime.Memory, bool]] = {}
 
     def guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -77,6 +78,7 @@ class InstanceImports:
             try:
                 with lock:
                     self._started = started
+                    self._import_name = name
                     return fn(*args)
             except wasmtime.Trap:
                 raise
@@ -86,8 +88,9 @@ class InstanceImports:
         return call
 
     # -- shared entry and exit ------------------------------------------------------------------
-    def _enter(self, name: str, count: int = 0, kernel_id: int = 0) -> _Call:
-        call = _Call(self.host, name, self.buffers.instance_id, count, kernel_id, self._started)
+    def _enter(self, count: int = 0, kernel_id: int = 0) -> _Call:
+        """Start the record of the import being served (its name comes from the ABI table)."""
+        call = _Call(self.host, self._import_name, self.buffers.instance_id, count, kernel_id, self._started)
         call.op.queue_wait = time.perf_counter() - call.started
         self.host._residency.check_loss()
         return call
@@ -122,13 +125,13 @@ class InstanceImports:
 
     # -- management -------------------------------------------------------------------------------
     def createBuffer(self, element_type: int, count: int) -> tuple[int, int]:
-        call = self._enter("createBuffer", count & U32)
+        call = self._enter(count & U32)
         handle, status = self._create(element_type & U32, count & U32)
         self._finish(call, status)
         return handle, int(status)
 
     def createBufferPacked(self, element_type: int, count: int) -> int:
-        call = self._enter("createBufferPacked", count & U32)
+        call = self._enter(count & U32)
         handle, status = self._create(element_type & U32, count & U32)
         self._finish(call, status)
         return pack_result(status, handle)
@@ -139,7 +142,7 @@ class InstanceImports:
         return self.buffers.create(element_type, count)
 
     def freeBuffer(self, handle: int) -> int:
-        call = self._enter("freeBuffer")
+        call = self._enter()
         if not self._live():
             return self._finish(call, Status.INVALID_STATE)
         buf = self._buffer(handle)
@@ -149,7 +152,7 @@ class InstanceImports:
         return self._finish(call, Status.OK)
 
     def bindBuffer(self, slot: int, handle: int) -> int:
-        call = self._enter("bindBuffer")
+        call = self._enter()
         if not self._live():
             return self._finish(call, Status.INVALID_STATE)
         slot &= U32
@@ -165,7 +168,7 @@ class InstanceImports:
     def dispatch(self, kernel_id: int, count: int) -> int:
         kernel_id &= U32
         count &= U32
-        call = self._enter("dispatch", count, kernel_id)
+        call = self._enter(count, kernel_id)
         if not self._live():
             return self._finish(call, Status.INVALID_STATE)
         contract = self.module.contract
@@ -220,14 +223,17 @@ class InstanceImports:
         return self._finish(call, Status.CPU_FALLBACK, reason_code=reason_code, reason=reason)
 
     # -- bulk transfers ---------------------------------------------------------------------------
-    def _transfer(self, caller: Any, name: str, is_set: bool, want64: bool, handle: int, offset: int,
-                  memory_index: int, guest_offset: int, count: int) -> int:
+    def transfer(self, spec: ImportSpec, caller: Any, handle: int, offset: int, memory_index: int,
+                 guest_offset: int, count: int) -> int:
+        """setBuffer32/64 and copyBuffer32/64: direction and address width come from the table."""
+        is_set = spec.name.startswith("set")
+        want64 = spec.params[3] == "i64"
         handle &= U32
         offset &= U32
         memory_index &= U32
         count &= U32
         guest_offset &= U64 if want64 else U32
-        call = self._enter(name, count)
+        call = self._enter(count)
         if not self._live():
             return self._finish(call, Status.INVALID_STATE)
         buf = self._buffer(handle)
@@ -287,18 +293,6 @@ class InstanceImports:
             found = self._memories[index] = (memory, memory.type(caller).is_64)
         return found
 
-    def setBuffer32(self, caller, h, off, mem, goff, n):  # type: ignore[no-untyped-def]
-        return self._transfer(caller, "setBuffer32", True, False, h, off, mem, goff, n)
-
-    def setBuffer64(self, caller, h, off, mem, goff, n):  # type: ignore[no-untyped-def]
-        return self._transfer(caller, "setBuffer64", True, True, h, off, mem, goff, n)
-
-    def copyBuffer32(self, caller, h, off, mem, goff, n):  # type: ignore[no-untyped-def]
-        return self._transfer(caller, "copyBuffer32", False, False, h, off, mem, goff, n)
-
-    def copyBuffer64(self, caller, h, off, mem, goff, n):  # type: ignore[no-untyped-def]
-        return self._transfer(caller, "copyBuffer64", False, True, h, off, mem, goff, n)
-
     # -- hooks called by the accessor module -------------------------------------------------------
     def trap(self, status: int) -> None:
         raise wasmtime.Trap(scalar_trap_message(status))
@@ -323,12 +317,13 @@ class InstanceImports:
     def gc_begin(self, op_code: int, handle: int, offset: int, kind: int, mutable: int, array_offset: int,
                  array_length: int, count: int) -> tuple[int, int]:
         """Checks of abi.md §2.7-2.12 for the GC variants; (GC_PROCEED, address) when elements may move."""
-        is_set = op_code == 0
+        is_set = GC_IMPORTS[op_code].startswith("set")
         handle &= U32
         offset &= U32
         array_offset &= U32
         count &= U32
-        call = self._enter("setBufferGC" if is_set else "copyBufferGC", count)
+        self._import_name = GC_IMPORTS[op_code]  # the accessor passes the table position
+        call = self._enter(count)
         self._gc_call = call
         if not self._live():
             return self._finish(call, Status.INVALID_STATE), 0
@@ -375,7 +370,7 @@ class InstanceImports:
         count &= U32
         offset &= U32
         nbytes = count * buf.stored_bytes
-        if op_code == 0:
+        if GC_IMPORTS[op_code].startswith("set"):
             self.buffers.note_cpu_write(buf, offset, offset + count)
             call.op.guest_set_bytes += nbytes
             call.op.guest_set_count += 1

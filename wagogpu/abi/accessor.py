@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .table import SLOT_COUNT, ElementType, TYPE_INFO, IMPORTS_BY_NAME
+from .table import GC_IMPORTS, IMPORTS_BY_NAME, SLOT_COUNT, TYPE_INFO, ElementType, Status
 
 STATE_OFFSET = 0
 SLOTS_OFFSET = 32
@@ -155,8 +155,8 @@ _F16_HELPERS = """
 """
 
 
-def _trap(status: int) -> str:
-    return f"(call $trap (i32.const {status})) (unreachable)"
+def _trap(status: Status) -> str:
+    return f"(call $trap (i32.const {int(status)})) (unreachable)"
 
 
 def _checked_address(type_id: int, size_log2: int) -> str:
@@ -165,20 +165,20 @@ def _checked_address(type_id: int, size_log2: int) -> str:
     Inlined (not a helper call) because it runs once per element of every CPU fallback loop.
     """
     return f"""
-    (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(12)}))
-    (if (i32.eqz (local.get $h)) (then {_trap(2)}))
+    (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(Status.INVALID_STATE)}))
+    (if (i32.eqz (local.get $h)) (then {_trap(Status.INVALID_HANDLE)}))
     (local.set $i (i32.and (local.get $h) (i32.const {HASH_ENTRIES - 1})))
     (block $found
       (loop $probe
         (local.set $k (i32.load offset={HASH_OFFSET} (i32.shl (local.get $i) (i32.const 3))))
         (br_if $found (i32.eq (local.get $k) (local.get $h)))
-        (if (i32.eqz (local.get $k)) (then {_trap(2)}))
+        (if (i32.eqz (local.get $k)) (then {_trap(Status.INVALID_HANDLE)}))
         (local.set $i (i32.and (i32.add (local.get $i) (i32.const 1)) (i32.const {HASH_ENTRIES - 1})))
         (br $probe)))
     (local.set $r (i32.add (i32.const {RECORDS_OFFSET})
       (i32.shl (i32.load offset={HASH_OFFSET + 4} (i32.shl (local.get $i) (i32.const 3))) (i32.const 5))))
-    (if (i32.ne (i32.load (local.get $r)) (i32.const {type_id})) (then {_trap(4)}))
-    (if (i32.ge_u (local.get $idx) (i32.load offset=4 (local.get $r))) (then {_trap(3)}))
+    (if (i32.ne (i32.load (local.get $r)) (i32.const {type_id})) (then {_trap(Status.TYPE_MISMATCH)}))
+    (if (i32.ge_u (local.get $idx) (i32.load offset=4 (local.get $r))) (then {_trap(Status.INVALID_RANGE)}))
     (if (i32.ne (i32.and (i32.load offset=12 (local.get $r)) (i32.const {CPU_CURRENT | LOST})) (i32.const {CPU_CURRENT}))
       (then
         (local.set $k (call $acquire (local.get $h)))
@@ -246,7 +246,8 @@ def _gc_functions() -> str:
         (local.set $len (array.len (ref.cast (ref $a_{kind}_{suffix}) (local.get $arr))))))""")
     classify_text = "".join(classify)
     out = []
-    for op, opcode in (("set", 0), ("copy", 1)):
+    for opcode, name in enumerate(GC_IMPORTS):  # gc_begin learns which import by its position
+        op = "set" if name.startswith("set") else "copy"
         moves = []
         for code, kind in enumerate(GC_KINDS, start=1):
             get, load, store = _STORAGE[kind]
@@ -273,7 +274,6 @@ def _gc_functions() -> str:
         ref_locals = " ".join(
             f"(local $ref_{kind}_{s} (ref null $a_{kind}_{s}))"
             for kind in GC_KINDS for s in (("m", "c") if op == "set" else ("m",)))
-        name = f"{op}BufferGC"
         assert IMPORTS_BY_NAME[name].params == ("i32", "i32", "anyref", "i32", "i32")
         out.append(f"""
   (func (export "{name}") (param $h i32) (param $off i32) (param $arr anyref) (param $aoff i32) (param $n i32) (result i32)
@@ -301,10 +301,10 @@ def accessor_wat() -> str:
   (import "wagogpu" "gc_end" (func $gc_end (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (func (export "getBuffer") (param $s i32) (result i32) (local $h i32)
-    (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(12)}))
-    (if (i32.ge_u (local.get $s) (i32.const {SLOT_COUNT})) (then {_trap(5)}))
+    (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(Status.INVALID_STATE)}))
+    (if (i32.ge_u (local.get $s) (i32.const {SLOT_COUNT})) (then {_trap(Status.INVALID_BINDING)}))
     (local.set $h (i32.load offset={SLOTS_OFFSET} (i32.shl (local.get $s) (i32.const 2))))
-    (if (i32.eqz (local.get $h)) (then {_trap(5)}))
+    (if (i32.eqz (local.get $h)) (then {_trap(Status.INVALID_BINDING)}))
     (local.get $h))
 {_F16_HELPERS}
 {_scalar_functions()}
