@@ -167,6 +167,7 @@ class InstanceBuffers:
         if nbytes > have:
             self.memory.grow(self.store, -(-(nbytes - have) // PAGE))
             self._view = None
+            self._record_words = None
 
     def records(self) -> np.ndarray:
         """The record table as structured rows (for bulk work such as quarantine)."""
@@ -175,7 +176,7 @@ class InstanceBuffers:
 
     def _words(self) -> np.ndarray:
         """The record table as plain u32 words: single fields cost ~0.1 us here, ~5 us structured."""
-        if self._record_words is None or self._record_words.base is not self.view().base:
+        if self._record_words is None:
             v = self.view()
             self._record_words = v[acc.RECORDS_OFFSET:acc.RECORDS_OFFSET + acc.MAX_RECORDS * acc.RECORD_BYTES].view("<u4")
         return self._record_words

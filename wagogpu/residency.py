@@ -10,7 +10,9 @@ import numpy as np
 
 from .abi import accessor as acc
 from .abi.table import Status
+from .compiler import workgroup_grid
 from .compiler.contract import KernelError
+from .gpu import DeviceAllocationError, DeviceFailure, ExecutePlan
 from .buffers import UNIFORM_BYTES, Buffer, InstanceBuffers, MAX_IDLE_OUTPUTS
 from .diagnostics import BufferOperation, TransferCounters
 
@@ -93,8 +95,6 @@ class Residency:
         if not self.usable or buf.gpu is None:
             self.quarantine(self.quarantine_reason or "no usable device holds the current contents")
             return Status.CONTENTS_LOST
-        from .gpu import DeviceAllocationError, DeviceFailure  # local: gpu/ is optional at import time
-
         d = inst.device
         size = buf.gpu_bytes
         if d.staging is None or d.staging[1] != size:
@@ -147,9 +147,6 @@ class Residency:
     def run_dispatch(self, inst: InstanceBuffers, plan: DispatchPlan, slot_buffers: dict[int, Buffer],
                      count: int, deadline: float, op: BufferOperation) -> int:
         """§4.6: outputs go to private scratch and are committed together after completion."""
-        from .compiler import workgroup_grid
-        from .gpu import DeviceAllocationError, DeviceFailure, ExecutePlan
-
         self.check_loss()
         if not self.usable:
             return Status.CONTENTS_LOST
@@ -327,8 +324,6 @@ class Residency:
 
     def _prepare_gpu_copy(self, inst: InstanceBuffers, buf: Buffer) -> tuple[int, tuple[int, int, np.ndarray] | None]:
         """§4.5: allocate the committed copy if needed and say which range must be uploaded."""
-        from .gpu import DeviceAllocationError
-
         flags = inst.flags(buf)
         if flags & acc.LOST:
             return Status.CONTENTS_LOST, None
