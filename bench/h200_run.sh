@@ -13,6 +13,10 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   python3 -m bench.buffer_bench --repeats 5 --ladder polynomial --ladder twice --out "$out/buffer_bench.jsonl" > /dev/null 2> "$out/buffer_bench.err"
   echo "buffer_bench rc=$?" >> "$out/buffer_bench.err"
   python3 -m bench.cpu_fallback > "$out/cpu_fallback.jsonl" 2> "$out/cpu_fallback.err"
+  python3 -m bench.host_overhead > "$out/host_overhead.jsonl" 2> "$out/host_overhead.err"
+  python3 -m bench.compile > "$out/compile.jsonl" 2> "$out/compile.err"
+  python3 -m bench.gpu_backend > "$out/gpu_backend.jsonl" 2> "$out/gpu_backend.err"
+  [ -f bench/mandelbrot.py ] && python3 -m bench.mandelbrot > "$out/mandelbrot.jsonl" 2> "$out/mandelbrot.err"
   ${EXTRA:-true}
 fi
 tail -3 "$out/gpu_tests.txt"
