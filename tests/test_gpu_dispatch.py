@@ -569,3 +569,27 @@ def test_kernel_error_word_publishes_nothing_and_falls_back():
     assert g.dispatch(1, 4) == 0  # the error word was reset for the next dispatch
     assert list(g.get_f32(b, 4, guest=64)) == [10, 12, 14, 16]
     g.host.close()
+
+
+def test_scalar_readback_deadline_includes_lock_wait():
+    g = twice_guest(run_timeout=0.5)  # the reference used 20 ms / 100 ms; a cold software device needs more
+    a, b = prepared(g)
+    assert g.dispatch(1, 4) == 0
+    assert g.state(b) == "GPU_CURRENT"
+    staging_before = g.inst.buffers.device.staging_allocations
+    held = threading.Event()
+
+    def hold() -> None:
+        with g.host._lock:
+            held.set()
+            time.sleep(1.0)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(2)
+    with pytest.raises(Exception, match="status 9"):
+        g.inst.call("readbitsF32", b, 0)
+    t.join()
+    assert g.inst.buffers.device.staging_allocations == staging_before  # nothing was allocated
+    assert g.state(b) == "GPU_CURRENT"
+    g.host.close()
