@@ -148,6 +148,7 @@ class InstanceBuffers:
         self.release_device: Callable[[Any], None] = lambda _buf: None
         self.heap = HeapAllocator(self._grow_to)
         self._record_words: np.ndarray | None = None
+        self._slot_words: np.ndarray | None = None
         self._view: np.ndarray | None = None
         self.closed = False
         budget.instances.append(self)
@@ -168,6 +169,7 @@ class InstanceBuffers:
             self.memory.grow(self.store, -(-(nbytes - have) // PAGE))
             self._view = None
             self._record_words = None
+            self._slot_words = None
 
     def records(self) -> np.ndarray:
         """The record table as structured rows (for bulk work such as quarantine)."""
@@ -182,7 +184,9 @@ class InstanceBuffers:
         return self._record_words
 
     def slots(self) -> np.ndarray:
-        return self.view()[acc.SLOTS_OFFSET:acc.SLOTS_OFFSET + 4 * SLOT_COUNT].view("<u4")
+        if self._slot_words is None:
+            self._slot_words = self.view()[acc.SLOTS_OFFSET:acc.SLOTS_OFFSET + 4 * SLOT_COUNT].view("<u4")
+        return self._slot_words
 
     def set_state_closed(self) -> None:
         self.view()[acc.STATE_OFFSET:acc.STATE_OFFSET + 4].view("<u4")[0] = 1

@@ -185,12 +185,10 @@ class Config:
                 names.add(name)
             if not 0 <= k.min_elements <= self.max_elements:
                 raise ConfigError(f"kernels[{i}].min_elements", "must be between 0 and max_elements")
+        object.__setattr__(self, "_by_id", {k.id: k for k in self.kernels})
 
     def kernel(self, kernel_id: int) -> KernelConfig | None:
-        for k in self.kernels:
-            if k.id == kernel_id:
-                return k
-        return None
+        return self._by_id.get(kernel_id)
 
     def with_changes(self, **changes) -> "Config":
         return replace(self, **changes)
