@@ -529,3 +529,13 @@ def test_spec_check_passes():
     out = subprocess.run([sys.executable, str(ROOT / "spec" / "check_spec.py")], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "spec check: ok" in out.stdout
+
+
+def test_shared_memory_transfers_are_refused(make_host):
+    host = make_host()
+    inst = host.instantiate(host.compile(abi_module(memory='(memory (export "memory") 1 1 shared)')))
+    _, h = create(inst, F32, 1)
+    inst.write_memory(0, struct.pack("<f", 7.0))
+    assert inst.call("setBuffer32", h, 0, 0, 0, 1) == Status.UNSUPPORTED_STORAGE
+    assert inst.call("copyBuffer32", h, 0, 0, 0, 1) == Status.UNSUPPORTED_STORAGE
+    assert inst.read_memory(0, 4) == struct.pack("<f", 7.0)

@@ -22,6 +22,9 @@ def new_engine() -> wasmtime.Engine:
     cfg = wasmtime.Config()
     for feature in WASM_FEATURES:
         setattr(cfg, feature, True)
+    # Guests may declare shared memories; the ABI refuses transfers on them (status 11).
+    cfg.wasm_threads = True
+    cfg.shared_memory = True
     return wasmtime.Engine(cfg)
 
 

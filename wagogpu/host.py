@@ -145,26 +145,26 @@ class Instance:
             raise KeyError("instance is closed")
         return fast(*args)
 
-    def _memory(self, index: int) -> wasmtime.Memory:
+    def _memory(self, index: int) -> wasmtime.Memory | wasmtime.SharedMemory:
         if self.buffers.closed:
             raise ValueError("instance is closed")
         mem = self._exports.get(memory_export_name(index)) if 0 <= index < self.module.memory_count else None
-        if not isinstance(mem, wasmtime.Memory):
+        if not isinstance(mem, (wasmtime.Memory, wasmtime.SharedMemory)):
             raise IndexError(f"module has no memory {index}")
         return mem
 
     def read_memory(self, offset: int, size: int, memory: int = 0) -> bytes:
-        mem = self._memory(memory)
-        if offset < 0 or size < 0 or offset + size > mem.data_len(self._store):
+        view = memory_view(self._memory(memory), self._store)
+        if offset < 0 or size < 0 or offset + size > view.size:
             raise IndexError(f"range [{offset}, {offset + size}) outside memory {memory}")
-        return memory_view(mem, self._store)[offset:offset + size].tobytes()
+        return view[offset:offset + size].tobytes()
 
     def write_memory(self, offset: int, data: bytes, memory: int = 0) -> None:
-        mem = self._memory(memory)
+        view = memory_view(self._memory(memory), self._store)
         data = bytes(data)
-        if offset < 0 or offset + len(data) > mem.data_len(self._store):
+        if offset < 0 or offset + len(data) > view.size:
             raise IndexError(f"range [{offset}, {offset + len(data)}) outside memory {memory}")
-        memory_view(mem, self._store)[offset:offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        view[offset:offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
 
     def memory_view(self, memory: int = 0) -> np.ndarray:
         """Zero-copy uint8 view of a guest memory; invalid after the memory grows."""

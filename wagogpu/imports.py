@@ -35,10 +35,11 @@ REASON_BY_STATUS = {Status.LIMIT_EXCEEDED: "RESOURCE_LIMIT", Status.CANCELLED: "
 
 def memory_view(memory: Any, store: Any) -> np.ndarray:
     """A guest memory as a uint8 numpy view (valid until the memory grows)."""
-    size = memory.data_len(store)
+    shared = isinstance(memory, wasmtime.SharedMemory)
+    size = memory.data_len() if shared else memory.data_len(store)
     if size == 0:
         return np.zeros(0, dtype=np.uint8)
-    ptr = ctypes.addressof(memory.data_ptr(store).contents)
+    ptr = ctypes.addressof((memory.data_ptr() if shared else memory.data_ptr(store)).contents)
     return np.ctypeslib.as_array((ctypes.c_ubyte * size).from_address(ptr))
 
 

@@ -51,7 +51,7 @@ class LegacyRunner:
         host = self.host
         cfg = host.config
         memory = caller.get(memory_export_name(0)) if self.module.memory_count else None
-        if not isinstance(memory, wasmtime.Memory) or memory.type(caller).is_64:
+        if not isinstance(memory, wasmtime.Memory) or memory.type(caller).is_64:  # shared memories too
             return LegacyStatus.INVALID_RANGE
         nbytes = count * 4
         size = memory.data_len(caller)
