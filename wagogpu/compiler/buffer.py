@@ -10,6 +10,7 @@ from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
 from .lower import binding_facts, lower_body
+from .ops import helper_text
 from .wgsl import assemble
 
 INVALID = CompileErrorKind.INVALID_CONTRACT
@@ -28,6 +29,8 @@ class LoweredKernel:
     writes: int
     read_before_write: int
     is_float: bool
+    error_word: bool = False  # the shader declares the error word binding after the slots
+    loop_budget: int = 0  # loop iterations per invocation the shader allows (0: no loop)
 
 
 _VALID: dict[int, KernelConfig] = {}  # id -> kernel configs that passed (frozen, so they stay valid)
@@ -87,10 +90,12 @@ def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = Tr
     start, end = select_body(module, kernel)
     facts = binding_facts(kernel.bindings)
     body = lower_body(module, start, end, facts)
-    text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d)
+    text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d, body.error_word,
+                    helper_text(body.helpers))
     if len(text) > lim.MAX_WGSL_BYTES:
         raise CompileError(CompileErrorKind.LIMIT, "WGSL byte limit")
-    return LoweredKernel(text, body.reads, body.writes, body.read_before_write & body.writes, body.is_float)
+    return LoweredKernel(text, body.reads, body.writes, body.read_before_write & body.writes, body.is_float,
+                         body.error_word, body.loop_budget)
 
 
 def compile_buffer_wgsl(source: bytes, kernel: KernelConfig) -> str:

@@ -70,6 +70,7 @@ class KernelPlan:
     # storage binding after the slots: a zeroed array<atomic<u32>, 4> whose word 0 the shader sets to
     # an ERROR_* code. A non-zero word means nothing is committed and dispatch returns 1.
     error_word: bool = False
+    loop_budget: int = 0  # loop iterations one invocation may run (reader.LOOP_BUDGET); 0: no loop
 
     @property
     def used_slots(self) -> tuple[int, ...]:

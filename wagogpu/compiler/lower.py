@@ -12,12 +12,11 @@ Because records are copied, never mutated, `x + (x := 2)` sees the old x, and th
 identity through locals. Accesses require an INDEX element and a HANDLE handle, which makes
 neighbour, gather and scatter access impossible by construction.
 
-Adding an instruction means adding one row to OPCODES: (handler, argument). A handler returns
-True when the body is complete. Arithmetic rows are BinaryOp records, so e.g. f32.div would be
-`0x95: (_binary, BinaryOp(F32, F32, "/", True))`; an i32 operator needs its Wasm type in the
-per-type tables below (NODE_TYPE, OPERAND_LOAD, OPERAND_CONST, NODE_AS_BITS). Structured control
-flow will need a frame stack (Lowering.frames holds only the function frame today) and merging of
-local records at joins.
+OPCODES holds exactly the reference's subset, so kernels inside it keep the reference's WGSL
+byte for byte. At the first instruction outside it that the extended subset accepts (control flow,
+integer arithmetic, more f32 operations, conversions, a read at a computed element, a return
+before the end), the lowering raises NeedsFlow and lower_body starts the body again with
+flow.FlowLowering, whose table (flow.FLOW_OPCODES, ops.NUMERIC) has one row per instruction.
 """
 from __future__ import annotations
 
@@ -48,6 +47,19 @@ _U32_LE = struct.Struct("<I")
 
 def _err(kind: CompileErrorKind, message: str) -> CompileError:
     return CompileError(kind, message)
+
+
+class NeedsFlow(Exception):
+    """The body leaves the reference subset for the extended one: lower it with flow.FlowLowering."""
+
+
+def _outside_reference(opcode: int) -> Exception:
+    """The exception for an opcode with no reference row: NeedsFlow if the extended subset has it."""
+    from .flow import FLOW_TABLE
+
+    if FLOW_TABLE[opcode] is not None:
+        return NeedsFlow()
+    return _err(UNSUPPORTED, f"unsupported opcode 0x{opcode:02x}")
 
 
 # Per Wasm type: the WGSL type of an arithmetic node; how a load or constant of that type is written
@@ -104,8 +116,11 @@ class LoweredBody:
     code: str  # statements, two-space indented, one per line
     reads: int  # bit mask of slots actually read
     writes: int  # bit mask of slots actually written
-    read_before_write: int  # slots read before their first write
+    read_before_write: int  # slots read before their first write (or written only conditionally)
     is_float: bool
+    error_word: bool = False  # the code uses the error word `err` (traps, loop budget, gathers)
+    helpers: tuple[str, ...] = ()  # ops.HELPERS the code calls
+    loop_budget: int = 0  # the fuel the code starts with; 0 when it has no loop
 
 
 class Lowering:
@@ -137,7 +152,7 @@ class Lowering:
         self.is_float = False
         self.slot_type: dict[int, ElementType] = {}
         self.can_read = self.can_write = 0
-        self.frames: list[int] = [0]  # control frames; only the function body today
+        self.frames: list[int] = [0]  # control frames: only the function body here (see flow.py)
         self.const_text: dict[Record, str] = {}  # constant record -> operand text
         # Every instruction makes at most one node, so the body length bounds the node numbers.
         most = min(end - start, lim.MAX_INSTRUCTIONS) + 1
@@ -250,13 +265,18 @@ class Lowering:
         return NODE_AS_BITS[node[0].result] % value
 
     # ---- buffer access -------------------------------------------------------------------------
-    def access_operands(self) -> int:
-        """Pop (handle, element) of a read/write and return the slot (compiler.md §1.3.5 steps 2-5)."""
+    def access_operands(self, gather: bool = False) -> int:
+        """Pop (handle, element) of a read/write and return the slot (compiler.md §1.3.5 steps 2-5).
+
+        With `gather` (a read), an element other than the index hands the body to the extended
+        lowering, which can read at a computed element."""
         element = self.pop(I32)
         handle = self.pop(I32)
         if handle[0] != HANDLE:
             raise _err(UNSUPPORTED, "handle is not a selected buffer slot")
         if element[0] != INDEX:
+            if gather:
+                raise NeedsFlow()
             raise _err(UNSUPPORTED, "element must be the original invocation index")
         if self.pending is not None:
             raise self.pending
@@ -306,7 +326,7 @@ class Lowering:
             opcode = data[r.pos]
             row = table[opcode]
             if row is None:
-                raise _err(UNSUPPORTED, f"unsupported opcode 0x{opcode:02x}")
+                raise _outside_reference(opcode)
             r.pos += 1
             pc += 1
             if row[0](self, row[1]):
@@ -427,7 +447,7 @@ class Lowering:
                     push(right)  # the handler reports the underflow or type mismatch
                 row = table[opcode]
                 if row is None:
-                    raise _err(UNSUPPORTED, f"unsupported opcode 0x{opcode:02x}")
+                    raise _outside_reference(opcode)
                 r.pos = pos
                 if row[0](self, row[1]):
                     return
@@ -454,7 +474,7 @@ def _end(st: Lowering, _: object) -> bool:
 def _return(st: Lowering, _: object) -> bool:
     r = st.r
     if st.stack or r.end - r.pos != 1 or r.data[r.pos] != OP_END:
-        raise _err(UNSUPPORTED, "return must directly precede final end")
+        raise NeedsFlow()  # a return anywhere else is control flow
     r.pos = r.end
     return True
 
@@ -509,7 +529,7 @@ def _call(st: Lowering, _: object) -> None:
         raise _err(UNSUPPORTED, "unknown intrinsic")
     if imp.bad_signature:
         raise _err(INVALID, "intrinsic signature mismatch")
-    INTRINSIC_HANDLERS[intrinsic.kind](st, intrinsic)
+    st.intrinsic_handlers[intrinsic.kind](st, intrinsic)
 
 
 # ---- intrinsic handlers (after classification, compiler.md §1.3.3) ------------------------------
@@ -536,7 +556,7 @@ def _check_slot(st: Lowering, slot: int, intrinsic: Intrinsic, allowed: int) -> 
 def _read(st: Lowering, intrinsic: Intrinsic) -> None:
     if not intrinsic.gpu:
         raise _err(UNSUPPORTED, "intrinsic type unsupported on GPU")
-    slot = st.access_operands()
+    slot = st.access_operands(gather=True)
     _check_slot(st, slot, intrinsic, st.can_read)
     bit = 1 << slot
     if not st.writes & bit:
@@ -566,6 +586,7 @@ INTRINSIC_HANDLERS: dict[IntrinsicKind, Callable[[Lowering, Intrinsic], None]] =
     IntrinsicKind.WRITE: _write,
     IntrinsicKind.MANAGEMENT: _management,
 }
+Lowering.intrinsic_handlers = INTRINSIC_HANDLERS  # type: ignore[attr-defined]
 
 # The accepted subset (abi.md §6.4): opcode -> (handler, argument). Everything else is Unsupported.
 OPCODES: dict[int, tuple[Handler, object]] = {
@@ -662,14 +683,26 @@ def lower_body(module: DecodedModule, start: int, end: int, facts: BindingFacts)
         raise _err(LIMIT, "kernel byte limit")
     if facts.problem is not None:
         raise _err(*facts.problem)
-    st = Lowering(module, start, end)
+    try:
+        try:
+            st = _prepared(Lowering(module, start, end), facts)
+            st.run()
+        except NeedsFlow:
+            from .flow import FlowLowering
+
+            flow = _prepared(FlowLowering(module, start, end), facts)
+            flow.run()
+            return LoweredBody("".join(flow.code), flow.reads, flow.writes, flow.rbw, flow.is_float,
+                               flow.uses_err, tuple(sorted(flow.helpers)), flow.budget)
+    except ReaderError as e:
+        raise _err(INVALID, e.message) from None
+    return LoweredBody("".join(st.code), st.reads, st.writes, st.rbw, st.is_float)
+
+
+def _prepared(st: Lowering, facts: BindingFacts) -> Lowering:
     st.slot_type = facts.slot_type
     st.can_read = facts.can_read
     st.can_write = facts.can_write
     st.is_float = facts.is_float
-    try:
-        st.declare_locals()
-        st.run()
-    except ReaderError as e:
-        raise _err(INVALID, e.message) from None
-    return LoweredBody("".join(st.code), st.reads, st.writes, st.rbw, st.is_float)
+    st.declare_locals()
+    return st

@@ -22,6 +22,12 @@ MAX_BODY_CODE = 1024 * 1024  # generated statement text of one kernel
 MAX_WGSL_BYTES = 512 * 1024  # one kernel's WGSL
 MAX_COMPILATION_WGSL = 8 * 1024 * 1024  # all kernels of one inspect_module call
 MAX_DEPTH = 6  # deferred arithmetic chain depth (bounds recursion)
+MAX_BLOCK_DEPTH = 48  # open block/loop/if frames (each adds at most two WGSL brace levels; WGSL allows 127)
+MAX_BR_TABLE_CASES = 1000  # br_table entries other than the default's target (WGSL: 1023 case selectors)
+# Loop iterations one invocation may run, counted over all its loops together: every pass through
+# the head of a loop that a branch can re-enter uses one. The shader that runs out sets the error
+# word (KernelError.LOOP_BUDGET), so the dispatch commits nothing and falls back to the CPU runner.
+LOOP_BUDGET = 1 << 20
 
 WASM_HEADER = b"\x00asm\x01\x00\x00\x00"
 

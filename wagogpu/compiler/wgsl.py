@@ -123,8 +123,15 @@ def binding_line(binding: int, slot: int, written: bool) -> str:
     return f"@group(0) @binding({binding}) var<storage, {access}> slot{slot}: array<u32>;\n"
 
 
-def assemble(reads: int, writes: int, f16_helper: bool, body: str, grid_2d: bool = True) -> str:
-    """The whole shader: params, one binding per used slot (ascending), helper, guarded main."""
+def error_word_line(binding: int) -> str:
+    """The error word (KernelPlan.error_word): bound right after the slots, zeroed per dispatch."""
+    return f"@group(0) @binding({binding}) var<storage, read_write> err: array<atomic<u32>, 4>;\n"
+
+
+def assemble(reads: int, writes: int, f16_helper: bool, body: str, grid_2d: bool = True,
+             error_word: bool = False, helpers: str = "") -> str:
+    """The whole shader: params, one binding per used slot (ascending), the error word when the
+    body uses it, helpers, guarded main."""
     parts = [PARAMS_DECL]
     used = reads | writes
     binding = 1
@@ -132,8 +139,11 @@ def assemble(reads: int, writes: int, f16_helper: bool, body: str, grid_2d: bool
         if used >> slot & 1:
             parts.append(binding_line(binding, slot, bool(writes >> slot & 1)))
             binding += 1
+    if error_word:
+        parts.append(error_word_line(binding))
     if f16_helper:
         parts.append(F16_HELPER)
+    parts.append(helpers)
     parts.append(ENTRY)
     parts.append(INDEX_LINE_2D if grid_2d else INDEX_LINE_1D)
     parts.append(GUARD)
