@@ -56,6 +56,14 @@ class GpuHelper:
     def run_buffer_kernel(self, wgsl: str, count: int, slots: dict[int, np.ndarray],
                           writes: set[int]) -> dict[int, np.ndarray]:
         """Dispatch `wgsl` over `count` elements; slots maps each bound slot to its u32 words."""
+        outputs, error = self.run_kernel(wgsl, count, slots, writes)
+        assert error == 0, f"the kernel raised error word {error}"
+        return outputs
+
+    def run_kernel(self, wgsl: str, count: int, slots: dict[int, np.ndarray],
+                   writes: set[int]) -> tuple[dict[int, np.ndarray], int]:
+        """run_buffer_kernel that also binds the error word when the shader declares one (after the
+        slots, as the host does) and returns its word 0 (0 when there is none)."""
         wgpu = self.wgpu
         dev = self.device
         usage = wgpu.BufferUsage
@@ -68,6 +76,10 @@ class GpuHelper:
             bufs[slot] = dev.create_buffer_with_data(data=data.tobytes(),
                                                      usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
             entries.append({"binding": i + 1, "resource": {"buffer": bufs[slot], "offset": 0, "size": data.nbytes}})
+        err = None
+        if "var<storage, read_write> err:" in wgsl:
+            err = dev.create_buffer_with_data(data=bytes(16), usage=usage.STORAGE | usage.COPY_SRC)
+            entries.append({"binding": len(entries), "resource": {"buffer": err, "offset": 0, "size": 16}})
         pipeline = self.pipeline(wgsl)
         group = dev.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=entries)
         enc = dev.create_command_encoder()
@@ -78,7 +90,9 @@ class GpuHelper:
         cpass.dispatch_workgroups(x, y, 1)
         cpass.end()
         dev.queue.submit([enc.finish()])
-        return {s: np.frombuffer(dev.queue.read_buffer(bufs[s]), dtype=np.uint32).copy() for s in writes}
+        outputs = {s: np.frombuffer(dev.queue.read_buffer(bufs[s]), dtype=np.uint32).copy() for s in writes}
+        error = int(np.frombuffer(dev.queue.read_buffer(err), dtype=np.uint32)[0]) if err is not None else 0
+        return outputs, error
 
 
 @pytest.fixture(scope="session")
