@@ -180,13 +180,22 @@ def test_mandelbrot_gpu_path():
 
 
 def test_mandelbrot_loop_variant():
-    # The loop kernel falls back to the CPU until the compiler accepts loops; either way one dispatch.
-    # No require_gpu here (not even with WAGO_GPU_TEST=1): today that would fail by design.
-    out = mandelbrot_run(40, 24, 12, loop=True, allow_software_adapter=True)
+    # The loop kernel runs on the GPU: one dispatch for the whole image (the extended subset).
+    out = mandelbrot_run(40, 24, 12, loop=True, **GPU)
     assert out.ok, out.problems
-    gpu = out.renders[2]
-    assert gpu.export == "render_loop" and gpu.gpu_dispatches + gpu.cpu_dispatches == 1
-    assert gpu.path == "GPU" or gpu.path.startswith("CPU fallback (")
+    direct, fallback, gpu = out.renders
+    assert gpu.export == "render_loop" and (gpu.gpu_dispatches, gpu.cpu_dispatches) == (1, 0) and gpu.path == "GPU"
+    assert (fallback.gpu_dispatches, fallback.cpu_dispatches) == (0, 1)
+    assert gpu.upload_bytes > 0 and gpu.download_bytes > 0
+    assert out.differences[0].pixels <= 0.01 * out.differences[0].total  # relaxed_float: a few pixels at most
+    assert out.differences[2].pixels == 0 and np.array_equal(fallback.counts, direct.counts)
+
+
+def test_mandelbrot_loop_main_prints_gpu_path(capsys):
+    assert mandelbrot_main(["--loop", "--no-image", *SMALL, *GPU_FLAGS]) == 0
+    out = lines(capsys)
+    assert "loop kernel (render_loop)" in out[1]
+    assert "dispatches 1 on the GPU / 0 on the CPU: GPU" in out[4]
 
 
 def test_mandelbrot_difference_report():

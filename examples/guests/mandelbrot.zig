@@ -5,16 +5,17 @@
 //!
 //! * `render(w, h, max_iter)`: the buffer guest. Four F32 buffers c_re, c_im,
 //!   z_re, z_im; `max_iter` dispatches of kernel 1 `wago_gpu.kernel.step`
-//!   (one z = z^2 + c step per element, straight-line code inside today's GPU
-//!   subset); after every dispatch the guest copies z back and counts, on the
-//!   CPU, the passes each pixel stayed inside |z|^2 <= 4.
+//!   (one z = z^2 + c step per element, straight-line code inside the
+//!   reference GPU subset); after every dispatch the guest copies z back and
+//!   counts, on the CPU, the passes each pixel stayed inside |z|^2 <= 4.
 //! * `render_loop(w, h, max_iter)`: one dispatch of kernel 2
-//!   `wago_gpu.kernel.mandel`, a whole per-pixel escape loop (loop + compares:
-//!   outside today's GPU subset, so the host falls back to the CPU runner until
-//!   the GPU compiler learns control flow). Its U32 slot 2 is READ_WRITE: the
-//!   guest fills it with max_iter, the kernel reads its iteration limit from it
-//!   and overwrites it with the escape count (the kernel has only an index
-//!   parameter, so this is how it learns max_iter without globals or uniforms).
+//!   `wago_gpu.kernel.mandel`, a whole per-pixel escape loop (loop, compares
+//!   and branches: the compiler's extended subset runs it on the GPU, under a
+//!   loop budget; status 1 still runs the CPU runner). Its U32 slot 2 is
+//!   READ_WRITE: the guest fills it with max_iter, the kernel reads its
+//!   iteration limit from it and overwrites it with the escape count (the
+//!   kernel has only an index parameter, so this is how it learns max_iter
+//!   without globals or uniforms).
 //! * `render_direct(w, h, max_iter)`: plain Zig loops over guest memory, no
 //!   imports at all (the "direct CPU" baseline).
 //!
@@ -274,7 +275,7 @@ fn cpuStep(count: i32) callconv(.c) void {
 }
 
 // ---------------------------------------------------------------------------
-// Kernel 2: the whole escape loop per pixel (needs GPU control flow).
+// Kernel 2: the whole escape loop per pixel (GPU control flow).
 
 fn kernelMandel(index: i32) callconv(.c) void {
     const cr = readBufferF32(getBuffer(SLOT_CR), index);

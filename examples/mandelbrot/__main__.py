@@ -6,8 +6,8 @@ Run: python -m examples.mandelbrot [--width 320] [--height 180] [--iterations 32
 The guest (examples/guests/mandelbrot.wasm, Zig) computes escape counts three ways:
   render_direct  plain Wasm loops over guest memory (the "direct CPU" baseline, no buffers);
   render         kernel 1 (one z = z^2 + c step per dispatch, max_iter dispatches), GPU or CPU runner;
-  render_loop    kernel 2 (the whole escape loop in one dispatch; --loop). Today's compiler rejects
-                 loops, so this kernel always takes the CPU fallback (a later issue brings it to the GPU).
+  render_loop    kernel 2 (the whole escape loop in one dispatch; --loop): a loop with branches, which the
+                 compiler's extended subset runs on the GPU (with a loop budget and an error word).
 The "CPU fallback" image comes from a host with the GPU disabled, the "GPU path" image from a host
 with a device (unless --cpu). The CPU images must equal render_direct exactly; the GPU image may
 differ in a few pixels (relaxed_float: e.g. fused multiply-add), reported as a pixel count and the
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("mandelbrot.png"), help="PNG to write (default mandelbrot.png)")
     parser.add_argument("--no-image", action="store_true", help="write no PNG")
     parser.add_argument("--loop", action="store_true",
-                        help="use render_loop (the loop kernel; it runs on the CPU until kernels may loop)")
+                        help="use render_loop (the loop kernel: one dispatch instead of one per iteration)")
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                         help=f"share of pixels the GPU image may differ in (default {DEFAULT_TOLERANCE})")
     args = parser.parse_args(argv)
