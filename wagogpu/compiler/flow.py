@@ -48,9 +48,13 @@ out of range for the CPU runner too, which then traps). Reading a slot the kerne
 another element would race with the invocation that writes it, so a gather from a written slot is
 Unsupported. Writes still require the original index.
 
-Write flags. A write is unconditional when it is at the top level and no return came before it;
-a slot with a conditional write (and no unconditional write before it) is read_before_write, so
-the host seeds its scratch output with the old contents for the elements the kernel skips.
+Write flags. Along the lowering, `mw` is the set of slots every path to the current point has
+written (at the invocation's own element); a branch carries it to its target, and a join keeps
+what all its incoming paths agree on. A read at the index of a slot not in `mw` is a read before
+write; a written slot that some path to the kernel's exit (end or return) does not write is
+read_before_write too, so the host seeds its scratch output with the old contents for the
+elements the kernel skips. Paths ending in a trap or an exhausted budget commit nothing and count
+for neither.
 """
 from __future__ import annotations
 
@@ -80,13 +84,14 @@ def _raise_error(code: KernelError) -> str:
 TRAP = _raise_error(KernelError.TRAP)
 OUT_OF_FUEL = "  if (fuel == 0u) {\n" + _raise_error(KernelError.LOOP_BUDGET) + "  }\n  fuel = fuel - 1u;\n"
 HANDLE_IN_VAR = "buffer handle in a local that control flow assigns"
+ALL_SLOTS = (1 << SLOT_COUNT) - 1
 
 
 class Frame:
     """One open construct (the function body is frame 0)."""
 
     __slots__ = ("kind", "result", "height", "wrapper", "dead", "entry_live", "reached", "crossers",
-                 "result_var", "else_seen", "then_live")
+                 "result_var", "else_seen", "then_live", "mw_entry", "mw_in", "mw_then")
 
     def __init__(self, kind: int, result: int, height: int, wrapper: bool, dead: bool):
         self.kind = kind
@@ -100,6 +105,9 @@ class Frame:
         self.result_var = -1
         self.else_seen = False
         self.then_live = False  # an if's then-part could fall through to its end
+        self.mw_entry = 0  # slots written on every path at entry
+        self.mw_in = ALL_SLOTS  # ... on every branch to its end (block, if)
+        self.mw_then = 0  # ... at the end of an if's then-part
 
     def label_type(self) -> int:
         """Type a branch to this frame carries (a loop's label takes its parameters: none)."""
@@ -160,7 +168,7 @@ class FlowLowering(Lowering):
     """The extended lowering; see the module docstring. Reuses Lowering's reader, locals and checks."""
 
     __slots__ = ("carrier", "code_bytes", "decls", "var_locals", "uses_brk", "uses_fuel", "uses_err", "helpers",
-                 "targeted", "uncond_writes", "gathers", "exited", "budget", "known")
+                 "targeted", "mw", "exit_mw", "gathers", "budget", "known")
 
     def __init__(self, module: DecodedModule, start: int, end: int):
         super().__init__(module, start, end)
@@ -172,9 +180,9 @@ class FlowLowering(Lowering):
         self.uses_brk = self.uses_fuel = self.uses_err = False
         self.helpers: set[str] = set()
         self.targeted: set[int] | None = set()
-        self.uncond_writes = 0
+        self.mw = 0  # slots written on every path to here (see the module docstring)
+        self.exit_mw = ALL_SLOTS  # ... on every path that leaves the kernel normally
         self.gathers = 0
-        self.exited = False  # a reachable return was lowered: later top-level code may not run
         self.budget = lim.LOOP_BUDGET
         # var locals whose current value is a record already in scope (set since the last
         # construct boundary): local.get reuses it instead of copying the var
@@ -312,6 +320,7 @@ class FlowLowering(Lowering):
         wrapper = targeted is None or at in targeted
         parent = frames[-1]
         frame = Frame(kind, result, len(self.stack), wrapper, parent.dead)
+        frame.mw_entry = self.mw
         if result:
             frame.result_var = self.new_var()
         if kind == LOOP:
@@ -345,12 +354,20 @@ class FlowLowering(Lowering):
         frames.pop()
         self.known.clear()
         parent = frames[-1]
+        mw = self.mw if live_end else ALL_SLOTS
         if frame.kind == IF:
             self.emit("  }\n  break;\n  }\n" if frame.wrapper else "  }\n")
-            live_after = frame.reached or live_end or (frame.then_live if frame.else_seen else frame.entry_live)
+            other = frame.then_live if frame.else_seen else frame.entry_live
+            live_after = frame.reached or live_end or other
+            if other:
+                mw &= frame.mw_then if frame.else_seen else frame.mw_entry
         else:
             self.emit(("  break;\n  }\n" if live_end else "  }\n") if frame.wrapper else "  }\n")
             live_after = live_end or (frame.reached and frame.kind == BLOCK)
+        if frame.reached and frame.kind != LOOP:
+            mw &= frame.mw_in
+        if live_after:
+            self.mw = mw
         if frame.crossers:
             self.emit(self.redispatch(frame))
         if frame.result:
@@ -387,12 +404,14 @@ class FlowLowering(Lowering):
         if value is not None:
             parts.append(f"  {self.name(frame.result_var)} = {self.bits(value)};\n")
         if target == 0:
-            self.exited = True
+            self.exit_mw &= self.mw
             parts.append("  return;\n")
             return "".join(parts)
         if not frame.wrapper:
             raise AssertionError("branch to a construct the pre-scan did not see targeted")
         frame.reached = True
+        if frame.kind != LOOP:
+            frame.mw_in &= self.mw
         crossed = [f for f in frames[target + 1:] if f.wrapper]
         if not crossed:
             parts.append("  continue;\n" if frame.kind == LOOP else "  break;\n")
@@ -432,6 +451,7 @@ class FlowLowering(Lowering):
     def finish(self) -> None:
         if self.gathers & self.writes:
             raise _err(UNSUPPORTED, "gather read of a written slot")
+        self.rbw |= self.writes & ~self.exit_mw
         if self.uses_brk:
             self.decls.append("  var brk: u32 = 0u;\n")
         if self.uses_fuel:
@@ -484,7 +504,9 @@ def _else(st: FlowLowering, _: object) -> None:
     if st.pending is not None:
         return
     frame.then_live = not frame.dead
+    frame.mw_then = st.mw
     frame.else_seen = True
+    st.mw = frame.mw_entry
     st.known.clear()
     frame.dead = not frame.entry_live
     st.emit("  } else {\n")
@@ -498,6 +520,8 @@ def _end(st: FlowLowering, _: object) -> bool:
     r = st.r
     if len(st.stack) != 0 or r.pos != r.end:
         raise _err(INVALID, "nonempty final stack or trailing code")
+    if not st.dead:
+        st.exit_mw &= st.mw
     return True
 
 
@@ -696,7 +720,7 @@ def _flow_read(st: FlowLowering, intrinsic: Intrinsic) -> None:  # type: ignore[
     bit = 1 << slot
     expr = LOAD_EXPR[intrinsic.elem].format(slot)  # type: ignore[index]
     if element[0] == INDEX:
-        if not st.uncond_writes & bit:
+        if not st.mw & bit:
             st.rbw |= bit
     else:
         if element[0] == CONSTANT:  # naga rejects a constant index it can prove out of range
@@ -723,10 +747,7 @@ def _flow_write(st: FlowLowering, intrinsic: Intrinsic) -> None:  # type: ignore
     _check_slot(st, slot, intrinsic, st.can_write)
     st.emit(f"  slot{slot}[index] = {STORE_WRAP[intrinsic.elem].format(st.bits(data))};\n")  # type: ignore[index]
     bit = 1 << slot
-    if len(st.frames) == 1 and not st.exited:
-        st.uncond_writes |= bit
-    elif not st.uncond_writes & bit:
-        st.rbw |= bit
+    st.mw |= bit
     st.writes |= bit
 
 
