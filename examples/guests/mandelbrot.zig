@@ -9,13 +9,14 @@
 //!   reference GPU subset); after every dispatch the guest copies z back and
 //!   counts, on the CPU, the passes each pixel stayed inside |z|^2 <= 4.
 //! * `render_loop(w, h, max_iter)`: one dispatch of kernel 2
-//!   `wago_gpu.kernel.mandel`, a whole per-pixel escape loop (loop, compares
-//!   and branches: the compiler's extended subset runs it on the GPU, under a
-//!   loop budget; status 1 still runs the CPU runner). Its U32 slot 2 is
-//!   READ_WRITE: the guest fills it with max_iter, the kernel reads its
-//!   iteration limit from it and overwrites it with the escape count (the
-//!   kernel has only an index parameter, so this is how it learns max_iter
-//!   without globals or uniforms).
+//!   `wago_gpu.kernel.mandel`, the whole per-pixel job: c from the pixel's
+//!   index, then the escape loop (integer division, conversions, a loop with
+//!   compares and branches: the compiler's extended subset runs it on the
+//!   GPU, under a loop budget; status 1 runs the CPU runner instead). A
+//!   kernel only receives its index, so slot 0 is a U32 buffer starting with
+//!   [w, h, max_iter, 0] that every invocation reads at those elements (no
+//!   globals or uniforms needed); slot 1 (U32, WRITE) receives the counts.
+//!   No per-pixel input is computed on the CPU.
 //! * `render_direct(w, h, max_iter)`: plain Zig loops over guest memory, no
 //!   imports at all (the "direct CPU" baseline).
 //!
@@ -40,9 +41,8 @@
 //!                 BindingConfig(3, ElementType.F32, Access.READ_WRITE)],
 //!       relaxed_float=True)
 //!   KernelConfig(2, "wago_gpu.kernel.mandel", "wago_gpu.cpu.mandel",
-//!       bindings=[BindingConfig(0, ElementType.F32, Access.READ),
-//!                 BindingConfig(1, ElementType.F32, Access.READ),
-//!                 BindingConfig(2, ElementType.U32, Access.READ_WRITE)],
+//!       bindings=[BindingConfig(0, ElementType.U32, Access.READ),
+//!                 BindingConfig(1, ElementType.U32, Access.WRITE)],
 //!       relaxed_float=True)
 //!
 //! Build (see build.sh, which pins the toolchain):
@@ -70,12 +70,14 @@ const STATUS_CPU_FALLBACK: i32 = 1;
 const KERNEL_STEP: i32 = 1;
 const KERNEL_MANDEL: i32 = 2;
 
-// Slots of both kernels.
+// Slots of the step kernel (F32: c_re, c_im read; z_re, z_im read and written).
 const SLOT_CR: i32 = 0;
 const SLOT_CI: i32 = 1;
-const SLOT_ZR: i32 = 2; // step kernel
-const SLOT_ZI: i32 = 3; // step kernel
-const SLOT_ITER: i32 = 2; // mandel kernel (U32, READ_WRITE)
+const SLOT_ZR: i32 = 2;
+const SLOT_ZI: i32 = 3;
+// Slots of the mandel kernel (U32: [w, h, max_iter, 0] read; counts written).
+const SLOT_PARAMS: i32 = 0;
+const SLOT_COUNTS: i32 = 1;
 
 // Limits and guest-defined result codes.
 const MAX_SIDE: i32 = 4096;
@@ -88,6 +90,15 @@ const RESULT_NO_MEMORY: i32 = 101;
 // The arithmetic, shared by every path so all of them round identically.
 
 const Z = struct { re: f32, im: f32 };
+
+/// c = cRe(x) + i*cIm(y) of pixel (x, y) in a w x h image.
+inline fn cRe(x: usize, w: f32) f32 {
+    return -2.0 + 3.0 * (@as(f32, @floatFromInt(x)) + 0.5) / w;
+}
+
+inline fn cIm(y: usize, h: f32) f32 {
+    return -1.25 + 2.5 * (@as(f32, @floatFromInt(y)) + 0.5) / h;
+}
 
 /// One Mandelbrot step z' = z^2 + c using only f32 add/sub/mul.
 inline fn stepZ(cr: f32, ci: f32, zr: f32, zi: f32) Z {
@@ -163,8 +174,9 @@ fn guest(addr: usize) i32 {
     return @intCast(addr);
 }
 
-/// Validates the arguments and makes room; returns 0 or a result code.
-fn prepare(width: i32, height: i32, max_iter: i32) i32 {
+/// Validates the arguments and makes room (and with `fill`, writes c for
+/// every pixel into guest memory); returns 0 or a result code.
+fn prepare(width: i32, height: i32, max_iter: i32, fill: bool) i32 {
     gpu_count = 0;
     cpu_count = 0;
     if (width < 1 or width > MAX_SIDE or height < 1 or height > MAX_SIDE) return RESULT_BAD_ARGS;
@@ -173,7 +185,7 @@ fn prepare(width: i32, height: i32, max_iter: i32) i32 {
     if (pixels > MAX_PIXELS) return RESULT_BAD_ARGS;
     if (!ensureCapacity(pixels)) return RESULT_NO_MEMORY;
     last_pixels = pixels;
-    fillC(@intCast(width), @intCast(height));
+    if (fill) fillC(@intCast(width), @intCast(height));
     return STATUS_OK;
 }
 
@@ -183,9 +195,9 @@ fn fillC(width: usize, height: usize) void {
     const w: f32 = @floatFromInt(width);
     const h: f32 = @floatFromInt(height);
     for (0..height) |y| {
-        const im = -1.25 + 2.5 * (@as(f32, @floatFromInt(y)) + 0.5) / h;
+        const im = cIm(y, h);
         for (0..width) |x| {
-            cr[y * width + x] = -2.0 + 3.0 * (@as(f32, @floatFromInt(x)) + 0.5) / w;
+            cr[y * width + x] = cRe(x, w);
             ci[y * width + x] = im;
         }
     }
@@ -275,30 +287,34 @@ fn cpuStep(count: i32) callconv(.c) void {
 }
 
 // ---------------------------------------------------------------------------
-// Kernel 2: the whole escape loop per pixel (GPU control flow).
+// Kernel 2: the whole job per pixel: c from the index, then the escape loop.
 
 fn kernelMandel(index: i32) callconv(.c) void {
-    const cr = readBufferF32(getBuffer(SLOT_CR), index);
-    const ci = readBufferF32(getBuffer(SLOT_CI), index);
-    const limit: u32 = @bitCast(readBufferU32(getBuffer(SLOT_ITER), index));
-    writeBufferU32(getBuffer(SLOT_ITER), index, @bitCast(escapeCount(cr, ci, limit)));
+    const params = getBuffer(SLOT_PARAMS);
+    const width: u32 = @bitCast(readBufferU32(params, 0));
+    const height: u32 = @bitCast(readBufferU32(params, 1));
+    const limit: u32 = @bitCast(readBufferU32(params, 2));
+    const i: u32 = @bitCast(index);
+    const n = escapeCount(cRe(i % width, @floatFromInt(width)), cIm(i / width, @floatFromInt(height)), limit);
+    writeBufferU32(getBuffer(SLOT_COUNTS), index, @bitCast(n));
 }
 
-/// CPU runner for kernel 2: bulk copy in, loop in guest memory, bulk set out.
+/// CPU runner for kernel 2: the same per pixel in guest memory, then one
+/// bulk set of the counts.
 fn cpuMandel(count: i32) callconv(.c) void {
     const n: usize = @intCast(@as(u32, @bitCast(count)));
     if (n == 0) return;
     if (!ensureCapacity(n)) @trap();
-    const hcr = getBuffer(SLOT_CR);
-    const hci = getBuffer(SLOT_CI);
-    const hit = getBuffer(SLOT_ITER);
-    if (copyBuffer32(hcr, 0, 0, guest(cr_addr), count) != STATUS_OK) @trap();
-    if (copyBuffer32(hci, 0, 0, guest(ci_addr), count) != STATUS_OK) @trap();
-    if (copyBuffer32(hit, 0, 0, guest(counts_addr), count) != STATUS_OK) @trap();
-    for (f32s(cr_addr, n), f32s(ci_addr, n), u32s(counts_addr, n)) |cr, ci, *it| {
-        it.* = escapeCount(cr, ci, it.*);
+    var params: [4]u32 = undefined;
+    if (copyBuffer32(getBuffer(SLOT_PARAMS), 0, 0, guest(@intFromPtr(&params)), 3) != STATUS_OK) @trap();
+    const width = params[0];
+    if (width == 0) @trap(); // as the kernel's i32.rem_u would
+    const w: f32 = @floatFromInt(width);
+    const h: f32 = @floatFromInt(params[1]);
+    for (u32s(counts_addr, n), 0..) |*c, i| {
+        c.* = escapeCount(cRe(i % width, w), cIm(i / width, h), params[2]);
     }
-    if (setBuffer32(hit, 0, 0, guest(counts_addr), count) != STATUS_OK) @trap();
+    if (setBuffer32(getBuffer(SLOT_COUNTS), 0, 0, guest(counts_addr), count) != STATUS_OK) @trap();
 }
 
 comptime {
@@ -312,7 +328,7 @@ comptime {
 // Entry points.
 
 export fn render(width: i32, height: i32, max_iter: i32) i32 {
-    const pre = prepare(width, height, max_iter);
+    const pre = prepare(width, height, max_iter, true);
     if (pre != STATUS_OK) return pre;
     var bufs = Buffers{};
     return bufs.release(renderSteps(&bufs, last_pixels, @intCast(max_iter)));
@@ -358,44 +374,41 @@ fn renderSteps(bufs: *Buffers, pixels: usize, max_iter: u32) i32 {
 }
 
 export fn render_loop(width: i32, height: i32, max_iter: i32) i32 {
-    const pre = prepare(width, height, max_iter);
+    const pre = prepare(width, height, max_iter, false);
     if (pre != STATUS_OK) return pre;
     var bufs = Buffers{};
-    return bufs.release(renderLoop(&bufs, last_pixels, @intCast(max_iter)));
+    return bufs.release(renderLoop(&bufs, @intCast(width), @intCast(height), last_pixels, @intCast(max_iter)));
 }
 
-fn renderLoop(bufs: *Buffers, pixels: usize, max_iter: u32) i32 {
+var loop_params: [4]u32 = .{ 0, 0, 0, 0 };
+
+fn renderLoop(bufs: *Buffers, width: u32, height: u32, pixels: usize, max_iter: u32) i32 {
     const count: i32 = @intCast(pixels);
-    var st = bufs.create(TYPE_F32, pixels);
-    if (st != STATUS_OK) return st;
-    st = bufs.create(TYPE_F32, pixels);
+    // dispatch needs every bound buffer to cover the count, so the parameter
+    // buffer is as long as the image; only its first four elements are set
+    var st = bufs.create(TYPE_U32, pixels);
     if (st != STATUS_OK) return st;
     st = bufs.create(TYPE_U32, pixels);
     if (st != STATUS_OK) return st;
-    const hcr = bufs.handles[0];
-    const hci = bufs.handles[1];
-    const hit = bufs.handles[2];
-    @memset(u32s(counts_addr, pixels), max_iter); // per-pixel iteration limit
-    st = setBuffer32(hcr, 0, 0, guest(cr_addr), count);
+    const hp = bufs.handles[0];
+    const hc = bufs.handles[1];
+    loop_params = .{ width, height, max_iter, 0 };
+    st = setBuffer32(hp, 0, 0, guest(@intFromPtr(&loop_params)), loop_params.len);
     if (st != STATUS_OK) return st;
-    st = setBuffer32(hci, 0, 0, guest(ci_addr), count);
+    st = bindBuffer(SLOT_PARAMS, hp);
     if (st != STATUS_OK) return st;
-    st = setBuffer32(hit, 0, 0, guest(counts_addr), count);
+    st = bindBuffer(SLOT_COUNTS, hc);
     if (st != STATUS_OK) return st;
-    for ([_]i32{ SLOT_CR, SLOT_CI, SLOT_ITER }, [_]i32{ hcr, hci, hit }) |slot, hd| {
-        st = bindBuffer(slot, hd);
-        if (st != STATUS_OK) return st;
-    }
     st = runKernel(KERNEL_MANDEL, pixels, &cpuMandel);
     if (st != STATUS_OK) return st;
-    st = copyBuffer32(hit, 0, 0, guest(counts_addr), count);
+    st = copyBuffer32(hc, 0, 0, guest(counts_addr), count);
     if (st != STATUS_OK) return st;
     writeImage(pixels);
     return STATUS_OK;
 }
 
 export fn render_direct(width: i32, height: i32, max_iter: i32) i32 {
-    const pre = prepare(width, height, max_iter);
+    const pre = prepare(width, height, max_iter, true);
     if (pre != STATUS_OK) return pre;
     const pixels = last_pixels;
     const limit: u32 = @intCast(max_iter);

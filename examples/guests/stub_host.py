@@ -363,5 +363,5 @@ DOUBLE_KERNELS = {
 }
 MANDELBROT_KERNELS = {
     1: StubKernel("step", [(0, F32, READ), (1, F32, READ), (2, F32, READ_WRITE), (3, F32, READ_WRITE)]),
-    2: StubKernel("mandel", [(0, F32, READ), (1, F32, READ), (2, U32, READ_WRITE)]),
+    2: StubKernel("mandel", [(0, U32, READ), (1, U32, WRITE)]),
 }

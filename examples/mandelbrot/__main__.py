@@ -33,8 +33,8 @@ STEP = KernelConfig(1, "wago_gpu.kernel.step", "wago_gpu.cpu.step",
                      BindingConfig(2, F32, Access.READ_WRITE), BindingConfig(3, F32, Access.READ_WRITE)],  # z
                     relaxed_float=True)
 MANDEL = KernelConfig(2, "wago_gpu.kernel.mandel", "wago_gpu.cpu.mandel",
-                      [BindingConfig(0, F32, Access.READ), BindingConfig(1, F32, Access.READ),  # c_re, c_im
-                       BindingConfig(2, U32, Access.READ_WRITE)],  # iteration limit in, count out
+                      [BindingConfig(0, U32, Access.READ),  # [width, height, max_iter, 0]
+                       BindingConfig(1, U32, Access.WRITE)],  # escape counts
                       relaxed_float=True)
 GUEST_ERRORS = {100: "arguments out of range", 101: "guest memory cannot grow"}
 MAX_SIDE, MAX_PIXELS, MAX_ITER = 4096, 4_194_304, 65535
