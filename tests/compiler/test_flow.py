@@ -5,16 +5,14 @@ differential property over random programs (flowgen)."""
 from __future__ import annotations
 
 import math
-import re
-import struct
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fixtures import COPY_BODY, POLY_BODY, TWICE_BODY, A, E, K, bufferwork_config, bufferwork_wasm, kernel_config
-from flowgen import FLOW_BINDINGS, LOCALS, flow_inputs, flow_kernel, flow_programs
+from fixtures import COPY_BODY, A, E, bufferwork_config, bufferwork_wasm
+from flowgen import LOCALS, flow_inputs, flow_kernel, flow_programs
 from wagogpu.compiler import CompileError, CompileErrorKind, KernelClass, compile_buffer_wgsl, inspect_module
 from wagogpu.compiler import reader as lim
 from wagogpu.compiler.buffer import lower_kernel
@@ -71,7 +69,8 @@ def same_floats(a: np.ndarray, b: np.ndarray, ulps: int = 0) -> bool:
 
 # ---- every numeric instruction ---------------------------------------------------------------------
 INTS = [0, 1, -1, 2, 5, -7, 31, 32, 33, 0x7F, 0x80, 0xFFFF, 0x7FFFFFFF, -0x80000000, 0x12345678, -0x10000]
-FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.7, -0.75, 1e30, -1e30, 1e-30, math.inf, -math.inf,
+# No subnormal inputs, and no pair whose product or quotient is subnormal: GPUs may flush those to zero.
+FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.7, -0.75, 1e20, -1e20, 1e-10, math.inf, -math.inf,
           math.nan, 2147483648.0, -2147483648.0, 2147483520.0, -2147483904.0, 4294967296.0, 4294967040.0, 1e10]
 
 # WAT name of every NUMERIC / SATURATING row (and the rows are exactly these: one test per instruction).
@@ -88,8 +87,9 @@ NAMES = {
     0xB2: "f32.convert_i32_s", 0xB3: "f32.convert_i32_u", 0xC0: "i32.extend8_s", 0xC1: "i32.extend16_s",
 }
 SAT_NAMES = {0x00: "i32.trunc_sat_f32_s", 0x01: "i32.trunc_sat_f32_u"}
-ROUNDING = {"f32.sqrt": 2, "f32.div": 2, "f32.add": 0, "f32.sub": 0, "f32.mul": 0, "f32.convert_i32_s": 0,
-            "f32.convert_i32_u": 0}  # ulps the GPU may differ by (relaxed_float)
+# ulps the GPU may differ by (relaxed_float; Vulkan allows 2.5 ulp for division and more for sqrt)
+ROUNDING = {"f32.sqrt": 4, "f32.div": 3, "f32.add": 0, "f32.sub": 0, "f32.mul": 0, "f32.convert_i32_s": 0,
+            "f32.convert_i32_u": 0}
 
 
 def test_every_numeric_row_is_tested():
@@ -123,10 +123,7 @@ def test_instruction_on_device(gpu, name, row):
     s0, _, t0, _ = sources[row.params[0]]
     s1 = sources[row.params[-1]][1]
     args = rd(s0, t0) + (" " + rd(s1, sources[row.params[-1]][2]) if len(row.params) == 2 else "")
-    if name.startswith("i32.trunc_sat"):
-        wat = f"({name} {args})"
-    else:
-        wat = f"({name} {args})"
+    wat = f"({name} {args})"
     out_slot, out_t = (4, "I32") if row.result == 0x7F else (5, "F32")
     body = wr(out_slot, out_t, wat)
 
@@ -138,7 +135,7 @@ def test_instruction_on_device(gpu, name, row):
 
     lk, out, err, ref = run(gpu, body, inputs(ok_pairs))
     assert err == 0 and not ref.trapped
-    assert lk.is_float == (row.is_float or True)  # F32 bindings are declared: float either way
+    assert lk.is_float  # F32 bindings are declared: float whatever the instruction
     assert lk.error_word == bool(row.trap)
     if out_t == "I32":
         assert (out[out_slot] == ref.slots[out_slot]).all(), name
