@@ -12,7 +12,11 @@ Wasm semantics and how they are kept:
 * Integer arithmetic is exact: u32 wraps like Wasm; shift counts are masked with `& 31u` as Wasm
   masks them (WGSL would reject an oversized constant shift); rotations, division and remainder go
   through helper functions whose divisor is never zero (a constant divisor can then never make the
-  WGSL a const-expression error), and Wasm's signed division rounds toward zero like WGSL's.
+  WGSL a const-expression error). Signed division and remainder work on the operands' magnitudes
+  in u32 and fix the sign after (quotient negative when the signs differ, remainder with the
+  dividend's sign, both truncating like Wasm): only u32 division reaches the driver, whose signed
+  remainder was wrong on the H200 for some signs. INT_MIN / -1 traps before the helper runs, and
+  INT_MIN % -1 gives 0 as Wasm wants (|INT_MIN| is 0x80000000 as a u32).
 * Traps: a row with a `trap` condition is emitted as a test in main before the value is computed;
   when it holds, the shader raises KernelError.TRAP in the error word and returns, so the dispatch
   commits nothing and the guest's CPU runner traps exactly where Wasm does. div_s traps on a zero
@@ -149,9 +153,12 @@ SATURATING: dict[int, NumericOp] = {
 # Helper functions, in the order they appear in a shader. Integer-only code and no float literal,
 # so no NaN or Inf constant is ever written.
 HELPERS: dict[str, str] = {
+    # Signed division and remainder on magnitudes in u32: exact on every input (the NVIDIA H200
+    # driver gave wrong signed remainders for some operand signs through WGSL's i32 %).
     "wasm_div_s": """fn wasm_div_s(a: u32, b: u32) -> u32 {
-  let d = select(b, 1u, b == 0u || (a == 0x80000000u && b == 0xffffffffu));
-  return bitcast<u32>(bitcast<i32>(a) / bitcast<i32>(d));
+  let d = select(b, 1u, b == 0u);
+  let q = select(a, 0u - a, a >= 0x80000000u) / select(d, 0u - d, d >= 0x80000000u);
+  return select(q, 0u - q, (a ^ d) >= 0x80000000u);
 }
 """,
     "wasm_div_u": """fn wasm_div_u(a: u32, b: u32) -> u32 {
@@ -159,8 +166,9 @@ HELPERS: dict[str, str] = {
 }
 """,
     "wasm_rem_s": """fn wasm_rem_s(a: u32, b: u32) -> u32 {
-  if (b == 0u || b == 0xffffffffu) { return 0u; }
-  return bitcast<u32>(bitcast<i32>(a) % bitcast<i32>(b));
+  let d = select(b, 1u, b == 0u);
+  let r = select(a, 0u - a, a >= 0x80000000u) % select(d, 0u - d, d >= 0x80000000u);
+  return select(r, 0u - r, a >= 0x80000000u);
 }
 """,
     "wasm_rem_u": """fn wasm_rem_u(a: u32, b: u32) -> u32 {
