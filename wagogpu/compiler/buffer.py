@@ -90,8 +90,11 @@ def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = Tr
     start, end = select_body(module, kernel)
     facts = binding_facts(kernel.bindings)
     body = lower_body(module, start, end, facts)
-    text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d, body.error_word,
-                    helper_text(body.helpers))
+    if body.error_word or body.helpers:
+        text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d, body.error_word,
+                        helper_text(body.helpers))
+    else:  # every kernel of the reference subset
+        text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d)
     if len(text) > lim.MAX_WGSL_BYTES:
         raise CompileError(CompileErrorKind.LIMIT, "WGSL byte limit")
     return LoweredKernel(text, body.reads, body.writes, body.read_before_write & body.writes, body.is_float,

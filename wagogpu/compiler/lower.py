@@ -556,7 +556,7 @@ def _check_slot(st: Lowering, slot: int, intrinsic: Intrinsic, allowed: int) -> 
 def _read(st: Lowering, intrinsic: Intrinsic) -> None:
     if not intrinsic.gpu:
         raise _err(UNSUPPORTED, "intrinsic type unsupported on GPU")
-    slot = st.access_operands(gather=True)
+    slot = st.access_operands(True)
     _check_slot(st, slot, intrinsic, st.can_read)
     bit = 1 << slot
     if not st.writes & bit:

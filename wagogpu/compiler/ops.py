@@ -1,5 +1,6 @@
-"""The numeric instructions of the extended subset: one NumericOp row per opcode, and the WGSL
-helper functions some of them call (compiler.md §8, our extension of the reference's subset).
+"""The numeric instructions of the extended subset (our extension of the reference's subset,
+compiler.md §1.3.5; see flow.py): one NumericOp row per opcode, and the WGSL helper functions some
+of them call.
 
 How values are carried (see flow.py): an i32 is always a `u32` in WGSL (wrapping arithmetic is
 Wasm's; signed operations bitcast to i32 just for the operator). An f32 is carried either as its
@@ -27,6 +28,8 @@ Wasm semantics and how they are kept:
   the bit patterns so no GPU float mode can change the answer. The saturating truncations are
   integer code on the bits too (NaN -> 0, clamped to the target range).
 * ceil, floor, trunc map to WGSL's; nearest is WGSL `round`, which rounds half to even like Wasm.
+* f32 comparisons: eq, lt, gt, le, ge are WGSL's ordered comparisons (false on NaN, as Wasm);
+  ne is `!(a == b)` (true on NaN, as Wasm), since WGSL's != becomes an ordered not-equal.
 * Rounding arithmetic (add, sub, mul, div, sqrt, i32 -> f32 conversion) and f32 comparisons use the
   GPU's float units: GPUs may fuse, flush subnormals or round div/sqrt differently, and a kernel
   doing any of this is `is_float`, so it needs relaxed_float consent (abi.md §5.5).

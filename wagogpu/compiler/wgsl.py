@@ -143,7 +143,8 @@ def assemble(reads: int, writes: int, f16_helper: bool, body: str, grid_2d: bool
         parts.append(error_word_line(binding))
     if f16_helper:
         parts.append(F16_HELPER)
-    parts.append(helpers)
+    if helpers:
+        parts.append(helpers)
     parts.append(ENTRY)
     parts.append(INDEX_LINE_2D if grid_2d else INDEX_LINE_1D)
     parts.append(GUARD)
