@@ -102,7 +102,16 @@ def _host_trampoline(idx, caller_ptr, params, nparams, results, nresults):  # ty
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def _host_finalize(idx):  # type: ignore[no-untyped-def]
-    _HOST_FUNCS.pop(idx or 0, None)
+    funcs = _HOST_FUNCS  # None-safe: stores can be deleted while the interpreter shuts down
+    if funcs is not None:
+        funcs.pop(idx or 0, None)
+
+
+# A Store deleted during interpreter shutdown still calls these; module globals may be gone by then,
+# and a freed ctypes thunk would crash the process. Keep both thunks alive for the process's life.
+# wasmtime-py's own trampoline and finalizer have the same exposure; they are kept alive as well.
+for _thunk in (_host_trampoline, _host_finalize, _wfunc.trampoline, _wfunc.finalize):
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_thunk))
 
 
 def host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Any, access_caller: bool = False) -> wasmtime.Func:

@@ -7,10 +7,12 @@ the InstanceBuffers charged to it; Instance.close() frees those.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import itertools
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -32,6 +34,14 @@ from .memexports import add_memory_exports, count_memories, memory_export_name
 from .residency import DispatchPlan, Residency
 
 _ids = itertools.count(1)
+_LIVE_HOSTS: "weakref.WeakSet[Host]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_hosts() -> None:
+    """Close what programs left open while the interpreter is still whole (see _release_store)."""
+    for host in list(_LIVE_HOSTS):
+        host.close()
 
 
 class GpuRequiredError(RuntimeError):
@@ -75,6 +85,8 @@ class Instance:
         self.module = module
         self.id = next(_ids)
         self._store = wasmtime.Store(host._engine)
+        self._calls: dict[str, FastCall] = {}
+        self._exports: Any = {}
         self.imports = InstanceImports(host, module, None)  # type: ignore[arg-type]
         hooks = {
             "trap": ((["i32"], []), self.imports.trap),
@@ -131,22 +143,21 @@ class Instance:
             self.close()
             raise
         self._exports = self._guest.exports(self._store)
-        self._calls: dict[str, FastCall] = {}
 
     def call(self, name: str, *args: Any) -> Any:
         """Call an exported function: None, one scalar, or a list of results."""
         fast = self._calls.get(name)
         if fast is None:
-            func = self._exports.get(name) if not self.buffers.closed else None
+            if self.id not in self.host._instances:
+                raise KeyError("instance is closed")
+            func = self._exports.get(name)
             if not isinstance(func, wasmtime.Func):
-                raise KeyError(f"no exported function {name!r}" if not self.buffers.closed else "instance is closed")
+                raise KeyError(f"no exported function {name!r}")
             fast = self._calls[name] = FastCall(func, self._store)
-        if self.buffers.closed:
-            raise KeyError("instance is closed")
         return fast(*args)
 
     def _memory(self, index: int) -> wasmtime.Memory | wasmtime.SharedMemory:
-        if self.buffers.closed:
+        if self.id not in self.host._instances:
             raise ValueError("instance is closed")
         mem = self._exports.get(memory_export_name(index)) if 0 <= index < self.module.memory_count else None
         if not isinstance(mem, (wasmtime.Memory, wasmtime.SharedMemory)):
@@ -171,9 +182,18 @@ class Instance:
         return memory_view(self._memory(memory), self._store)
 
     def close(self) -> None:
+        """Free the buffers and the wasmtime Store; idempotent."""
         with self.host._lock:
             self.buffers.close()
             self.host._instances.pop(self.id, None)
+            self._release_store()
+
+    def _release_store(self) -> None:
+        """Delete the Store now rather than at interpreter shutdown, where wasmtime-py's finalizers
+        may already be gone."""
+        self._calls = {}
+        self._exports = {}
+        self._store.close()
 
     def __enter__(self) -> "Instance":
         return self
@@ -207,6 +227,7 @@ class Host:
         self.device_init = 0.0
         device = self._open_device()
         self._residency = Residency(device, lambda: list(self._budget.instances), config.profile_stages)
+        _LIVE_HOSTS.add(self)
 
     def _open_device(self) -> Any:
         cfg = self.config
@@ -450,6 +471,7 @@ class Host:
         with self._lock:
             for inst in list(self._instances.values()):
                 inst.buffers.close()
+                inst._release_store()
             self._instances.clear()
             self._modules.clear()
             for inst in list(self._budget.instances):
