@@ -2,6 +2,7 @@
 quarantine latch (abi.md §4.3-4.7). Runs under the host lock; knows buffers, not Wasm."""
 from __future__ import annotations
 
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -13,7 +14,7 @@ from .abi.table import Status
 from .compiler import workgroup_grid
 from .compiler.contract import KernelError
 from .gpu import DeviceAllocationError, DeviceFailure, ExecutePlan
-from .buffers import UNIFORM_BYTES, Buffer, InstanceBuffers, MAX_IDLE_OUTPUTS
+from .buffers import MAX_IDLE_OUTPUTS, UNIFORM_BYTES, Buffer, DeviceResources, InstanceBuffers
 from .diagnostics import BufferOperation, TransferCounters
 
 ERROR_WORD_BYTES = 16
@@ -226,7 +227,7 @@ class Residency:
             if not inst.reserve(UNIFORM_BYTES):
                 return unwind(Status.LIMIT_EXCEEDED)
             transient += UNIFORM_BYTES
-            params = np.array([count, 0, 0, 0], dtype="<u4").tobytes()
+            params = struct.pack("<4I", count, 0, 0, 0)
         error_upload = []
         if plan.error_word:
             if d.error_word is None:
@@ -254,9 +255,7 @@ class Residency:
             # Payloads the backend may still hold stay charged as retired (§4.6 step 7).
             d.retired_bytes += transient
             transient = 0
-            for gpu_buf, n in acquired:
-                d.retired_bytes += n
-            acquired.clear()
+            self._retire(d, acquired)
             self.quarantine(f"dispatch failed at {exc.stage}: {exc}")
             return Status.CANCELLED if exc.timed_out or time.perf_counter() >= deadline else Status.DEVICE_ERROR
         inst.release(transient)
@@ -269,7 +268,7 @@ class Residency:
             except DeviceFailure as exc:
                 self.totals_complete = False
                 op.transfer_counts_complete = False
-                acquired.clear()
+                self._retire(d, acquired)
                 self.quarantine(f"error word readback failed: {exc}")
                 return Status.CANCELLED if exc.timed_out else Status.DEVICE_ERROR
         # Completed: the uploads are valid cache even if we do not publish below.
@@ -301,7 +300,7 @@ class Residency:
         if time.perf_counter() >= deadline:
             return unwind(Status.CANCELLED)
         if dev.is_lost():
-            acquired.clear()
+            self._retire(d, acquired)
             self.quarantine("device lost after dispatch")
             return Status.DEVICE_ERROR
         # Single commit: every written slot switches to its scratch together.
@@ -321,6 +320,13 @@ class Residency:
             inst.bump_version(buf)
         op.commit += time.perf_counter() - t0
         return Status.OK
+
+    @staticmethod
+    def _retire(d: DeviceResources, acquired: list[tuple[Any, int]]) -> None:
+        """Scratch whose device state is uncertain: kept charged as retired until the host stops."""
+        for _gpu_buf, n in acquired:
+            d.retired_bytes += n
+        acquired.clear()
 
     def _prepare_gpu_copy(self, inst: InstanceBuffers, buf: Buffer) -> tuple[int, tuple[int, int, np.ndarray] | None]:
         """§4.5: allocate the committed copy if needed and say which range must be uploaded."""
