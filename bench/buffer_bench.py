@@ -3,7 +3,7 @@
 call, repeated GPU calls, a resident dispatch and a one-element prefix; numpy beside them.
 
 python -m bench.buffer_bench [--kernels twice,polynomial] [--sizes ...] [--repeats 5]
-       [--ladder polynomial|twice] [--allow-software-adapter] [--profile] [--out FILE]
+       [--ladder polynomial|twice] [--require-gpu | --allow-software-adapter] [--profile] [--out FILE]
 
 One JSONL record per (kernel, size) with the reference's field names where they apply (durations in
 integer nanoseconds) plus the adapter, wgpu and Python versions. Results are checked after each
@@ -263,7 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ladder", action="append", choices=sorted(LADDERS), default=[])
     parser.add_argument("--no-cases", action="store_true", help="only the crossover ladders")
     parser.add_argument("--profile", action="store_true", help="profile_stages=True (separate, waited stages)")
-    parser.add_argument("--allow-software-adapter", action="store_true")
+    gpu = parser.add_mutually_exclusive_group()
+    gpu.add_argument("--require-gpu", action="store_true",
+                     help="fail unless a hardware adapter runs every GPU sample (the default)")
+    gpu.add_argument("--allow-software-adapter", action="store_true",
+                     help="let lavapipe/llvmpipe stand in (figures then name the software adapter)")
     parser.add_argument("--out", help="also append the JSONL records to this file")
     args = parser.parse_args(argv)
     if args.repeats < 1:
