@@ -25,6 +25,7 @@ from bench.common import emit, environment
 from bench.work_guest import EXACT, KERNEL_IDS, input_values, reference, wat
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
 from wagogpu.diagnostics import BufferOperation
+from wagogpu.host import GpuRequiredError
 
 DEFAULT_SIZES = (1024, 16384, 1_000_000, 10_000_000)
 LADDERS = {"polynomial": (2048, 4096, 8192, 12288, 16384, 32768),
@@ -75,9 +76,12 @@ class Case:
     def __init__(self, kernel: str, n: int, args: argparse.Namespace):
         self.kernel, self.n, self.id = kernel, n, KERNEL_IDS[kernel]
         self.software_ok = args.allow_software_adapter
-        self.host = Host(Config(kernels=kernel_configs(), profile_stages=args.profile,
-                                allow_software_adapter=args.allow_software_adapter,
-                                require_gpu=not args.allow_software_adapter))
+        try:
+            self.host = Host(Config(kernels=kernel_configs(), profile_stages=args.profile,
+                                    allow_software_adapter=args.allow_software_adapter,
+                                    require_gpu=not args.allow_software_adapter))
+        except GpuRequiredError as exc:
+            raise BenchError(f"{exc} (a missing GPU is an error, not a result)") from exc
         if not self.host.gpu_active:
             raise BenchError(f"no GPU: {self.host.device_reason}")
         t0 = time.perf_counter()
