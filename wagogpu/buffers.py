@@ -10,22 +10,31 @@ from __future__ import annotations
 import bisect
 import ctypes
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
+import wasmtime
 
 from .abi import accessor as acc
 from .abi.table import SLOT_COUNT, TYPE_INFO, ElementType, Status
 from .diagnostics import InstanceDiagnostic
 
-if TYPE_CHECKING:  # pragma: no cover
-    import wasmtime
 
 PAGE = 65536
 ALIGN = 16
 MAX_IDLE_OUTPUTS = 8
 UNIFORM_BYTES = 16
 ERROR_WORD_BYTES = 16
+
+
+def memory_view(memory: Any, store: Any) -> np.ndarray:
+    """A guest memory as a uint8 numpy view (valid until the memory grows)."""
+    shared = isinstance(memory, wasmtime.SharedMemory)
+    size = memory.data_len() if shared else memory.data_len(store)
+    if size == 0:
+        return np.zeros(0, dtype=np.uint8)
+    ptr = ctypes.addressof((memory.data_ptr() if shared else memory.data_ptr(store)).contents)
+    return np.ctypeslib.as_array((ctypes.c_ubyte * size).from_address(ptr))
 
 
 class RuntimeBudget:
@@ -158,9 +167,7 @@ class InstanceBuffers:
         """Whole accessor memory as uint8. The accessor module never grows its memory itself, so
         the view stays valid until _grow_to, which drops it."""
         if self._view is None:
-            ptr = ctypes.addressof(self.memory.data_ptr(self.store).contents)
-            size = self.memory.data_len(self.store)
-            self._view = np.ctypeslib.as_array((ctypes.c_ubyte * size).from_address(ptr))
+            self._view = memory_view(self.memory, self.store)
         return self._view
 
     def _grow_to(self, nbytes: int) -> None:

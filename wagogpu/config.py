@@ -6,9 +6,7 @@ and raises ConfigError (a ValueError) naming the field.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
-from typing import Sequence
-
+from dataclasses import dataclass, fields, replace
 from .abi.table import SLOT_COUNT, Access, ElementType
 
 KERNEL_PREFIX = "wago_gpu.kernel."

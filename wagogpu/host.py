@@ -20,15 +20,15 @@ import numpy as np
 import wasmtime
 
 from .abi.accessor import accessor_wat
-from .abi.table import ABI_MODULE, IMPORTS, LEGACY_IMPORTS, LEGACY_MODULE, SCALAR_IMPORTS, GC_IMPORTS, Status
-from .buffers import InstanceBuffers, RuntimeBudget
+from .abi.table import ABI_MODULE, IMPORTS, LEGACY_IMPORTS, LEGACY_MODULE, SCALAR_IMPORTS, GC_IMPORTS
 from .compiler.contract import KernelClass, KernelPlan, ModuleContract
 from .config import Config, ConfigError, KernelConfig
 from .diagnostics import (BufferOperation, BufferSnapshot, KernelDiagnostic, LegacyTiming, Snapshot,
                           TransferCounters)
 from .fastcall import FastCall, host_func
 from .engine import VALTYPES, ModuleError, first_line, new_engine, to_wasm
-from .imports import InstanceImports, memory_view
+from .buffers import InstanceBuffers, RuntimeBudget, memory_view
+from .imports import InstanceImports
 from .legacy import LegacyRunner
 from .memexports import add_memory_exports, count_memories, memory_export_name
 from .residency import DispatchPlan, Residency
@@ -238,7 +238,7 @@ class Host:
         else:
             t0 = time.perf_counter()
             try:
-                from .gpu import GpuDevice, GpuUnavailable
+                from .gpu import GpuDevice
                 device = GpuDevice.open(power_preference=cfg.power_preference,
                                         allow_software_adapter=cfg.allow_software_adapter)
             except Exception as exc:  # GpuUnavailable, or wgpu failing to load at all

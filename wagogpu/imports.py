@@ -6,16 +6,14 @@ here only through acquire (a buffer is not CPU-current), trap, and the GC transf
 """
 from __future__ import annotations
 
-import ctypes
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
 import wasmtime
 
 from .abi import accessor as acc
-from .abi.table import GC_IMPORTS, SLOT_COUNT, TYPE_INFO, ElementType, ImportSpec, Status, pack_result, scalar_trap_message
-from .buffers import Buffer, InstanceBuffers
+from .abi.table import GC_IMPORTS, SLOT_COUNT, ImportSpec, Status, pack_result, scalar_trap_message
+from .buffers import Buffer, InstanceBuffers, memory_view
 from .compiler.contract import KernelClass
 from .diagnostics import BufferOperation, TransferCounters
 from .memcopy import copy_bytes
@@ -31,16 +29,6 @@ GC_PROCEED = -1  # gc_begin's status meaning "checks passed, move the elements"
 
 REASON_BY_STATUS = {Status.LIMIT_EXCEEDED: "RESOURCE_LIMIT", Status.CANCELLED: "CANCELLED",
                     Status.CONTENTS_LOST: "CONTENTS_LOST", Status.DEVICE_ERROR: "DEVICE_FAILURE"}
-
-
-def memory_view(memory: Any, store: Any) -> np.ndarray:
-    """A guest memory as a uint8 numpy view (valid until the memory grows)."""
-    shared = isinstance(memory, wasmtime.SharedMemory)
-    size = memory.data_len() if shared else memory.data_len(store)
-    if size == 0:
-        return np.zeros(0, dtype=np.uint8)
-    ptr = ctypes.addressof((memory.data_ptr() if shared else memory.data_ptr(store)).contents)
-    return np.ctypeslib.as_array((ctypes.c_ubyte * size).from_address(ptr))
 
 
 class _Call:

@@ -8,7 +8,7 @@ import numpy as np
 import wasmtime
 
 from .abi.table import LEGACY_MAX_PASSES, LegacyStatus
-from .imports import memory_view
+from .buffers import memory_view
 from .memexports import memory_export_name
 
 if TYPE_CHECKING:  # pragma: no cover
