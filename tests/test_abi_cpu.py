@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import wasmtime
 
-from wagogpu import Access, Config, ElementType, Host, Status
+from wagogpu import Access, ElementType, Status
 from wagogpu.abi import IMPORTS, TYPE_INFO, pack_result, unpack_result
 from wagogpu.abi.f16 import f32_bits_to_half, half_to_f32_bits
+from wagogpu.memexports import uleb128
 
 from .conftest import kernel
 from .guests import abi_module, copy_kernel, runner_kernel
@@ -227,14 +228,7 @@ def test_unverified_module_gives_10_and_11_but_buffers_work(make_host):
     wasm = wasmtime.wat2wasm(abi_module(kernels=copy_kernel()))
     name = b"pad"
     payload = bytes([len(name)]) + name + bytes(4 * 1024 * 1024)
-    size = len(payload)
-    leb = bytearray()
-    while True:
-        byte, size = size & 0x7F, size >> 7
-        leb.append(byte | (0x80 if size else 0))
-        if not size:
-            break
-    inst = host.instantiate(host.compile(wasm + b"\x00" + bytes(leb) + payload))
+    inst = host.instantiate(host.compile(wasm + b"\x00" + uleb128(len(payload)) + payload))
     _, h = create(inst)
     assert h == 1
     assert inst.call("dispatch", 1, 0) == Status.INVALID_KERNEL

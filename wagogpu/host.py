@@ -30,7 +30,7 @@ from .engine import VALTYPES, ModuleError, first_line, new_engine, to_wasm
 from .buffers import InstanceBuffers, RuntimeBudget, memory_view
 from .imports import InstanceImports
 from .legacy import LegacyRunner
-from .memexports import add_memory_exports, count_memories, memory_export_name
+from .memexports import add_memory_exports, count_defined_memories, memory_export_name
 from .residency import DispatchPlan, Residency
 
 _ids = itertools.count(1)
@@ -283,7 +283,7 @@ class Host:
         try:
             rewritten = add_memory_exports(wasm, memory_count)
             compiled = wasmtime.Module(self._engine, rewritten)
-        except (ValueError, IndexError):
+        except ValueError:
             compiled = self._compile_plain(wasm)
         except wasmtime.WasmtimeError as exc:
             raise ModuleError(f"invalid module: {first_line(exc)}") from exc
@@ -304,8 +304,8 @@ class Host:
         plain = self._compile_plain(wasm)
         imported = sum(isinstance(i.type, wasmtime.MemoryType) for i in plain.imports)
         try:
-            return imported + count_memories(wasm)
-        except (ValueError, IndexError):
+            return imported + count_defined_memories(wasm)
+        except ValueError:
             return imported
 
     def _build_pipelines(self, module: Module) -> None:

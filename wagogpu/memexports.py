@@ -7,24 +7,20 @@ named with a prefix no guest uses.
 """
 from __future__ import annotations
 
+from typing import Iterator
+
+from .compiler.reader import Reader, ReaderError
+
 MEMORY_EXPORT_PREFIX = "wagogpu:memory:"
+_HEADER = b"\0asm\x01\0\0\0"
 _EXPORT_SECTION = 7
+_MEMORY_SECTION = 5
 # Section ids that come before the export section in the standard order (tag 13 sits after memory).
 _BEFORE_EXPORT = {1, 2, 3, 4, 5, 13, 6}
 
 
-def _read_u32(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    for i in range(5):
-        b = data[pos + i]
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return result, pos + i + 1
-    raise ValueError("bad LEB128")
-
-
-def _write_u32(value: int) -> bytes:
+def uleb128(value: int) -> bytes:
+    """Unsigned LEB128 encoding of a non-negative integer."""
     out = bytearray()
     while True:
         b = value & 0x7F
@@ -40,52 +36,59 @@ def memory_export_name(index: int) -> str:
     return f"{MEMORY_EXPORT_PREFIX}{index}"
 
 
+def _sections(wasm: bytes) -> Iterator[tuple[int, int, int, int]]:
+    """(id, section start, payload start, end) of each section, read with the compiler's bounded
+    reader; ValueError when the framing is malformed."""
+    if wasm[:8] != _HEADER:
+        raise ValueError("not a core Wasm module")
+    r = Reader(wasm, 8)
+    try:
+        while r.remaining():
+            start = r.pos
+            sid = r.byte()
+            size = r.u32()
+            body = r.skip(size)
+            yield sid, start, body, r.pos
+    except ReaderError as exc:
+        raise ValueError(exc.message) from exc
+
+
+def _export_section(existing: int, entries: bytes, extra: bytes, added: int) -> bytes:
+    payload = uleb128(existing + added) + entries + extra
+    return bytes([_EXPORT_SECTION]) + uleb128(len(payload)) + payload
+
+
 def add_memory_exports(wasm: bytes, memory_count: int) -> bytes:
-    """The module with exports memory_export_name(i) for i < memory_count; raises ValueError if unparsable."""
+    """The module with exports memory_export_name(i) for i < memory_count; ValueError if unparsable."""
     if memory_count == 0:
         return wasm
-    if wasm[:8] != b"\0asm\x01\0\0\0":
-        raise ValueError("not a core Wasm module")
     extra = b"".join(
-        _write_u32(len(name := memory_export_name(i).encode())) + name + b"\x02" + _write_u32(i)
+        uleb128(len(name := memory_export_name(i).encode())) + name + b"\x02" + uleb128(i)
         for i in range(memory_count))
-    pos = 8
-    out = bytearray(wasm[:8])
+    out = bytearray(_HEADER)
     inserted = False
-    while pos < len(wasm):
-        sid = wasm[pos]
-        size, body = _read_u32(wasm, pos + 1)
-        end = body + size
-        if end > len(wasm):
-            raise ValueError("truncated section")
+    for sid, start, body, end in _sections(wasm):
         if not inserted and sid == _EXPORT_SECTION:
-            count, entries = _read_u32(wasm, body)
-            payload = _write_u32(count + memory_count) + wasm[entries:end] + extra
-            out += bytes([_EXPORT_SECTION]) + _write_u32(len(payload)) + payload
+            r = Reader(wasm, body, end)
+            count = r.u32()
+            out += _export_section(count, wasm[r.pos:end], extra, memory_count)
             inserted = True
-        else:
-            if not inserted and sid != 0 and sid not in _BEFORE_EXPORT:
-                payload = _write_u32(memory_count) + extra
-                out += bytes([_EXPORT_SECTION]) + _write_u32(len(payload)) + payload
-                inserted = True
-            out += wasm[pos:end]
-        pos = end
+            continue
+        if not inserted and sid != 0 and sid not in _BEFORE_EXPORT:
+            out += _export_section(0, b"", extra, memory_count)
+            inserted = True
+        out += wasm[start:end]
     if not inserted:
-        payload = _write_u32(memory_count) + extra
-        out += bytes([_EXPORT_SECTION]) + _write_u32(len(payload)) + payload
+        out += _export_section(0, b"", extra, memory_count)
     return bytes(out)
 
 
-def count_memories(wasm: bytes) -> int:
-    """Imported plus defined memories, from the import and memory sections; ValueError if unparsable."""
-    if wasm[:8] != b"\0asm\x01\0\0\0":
-        raise ValueError("not a core Wasm module")
-    pos = 8
-    defined = 0
-    while pos < len(wasm):
-        sid = wasm[pos]
-        size, body = _read_u32(wasm, pos + 1)
-        if sid == 5:
-            defined, _ = _read_u32(wasm, body)
-        pos = body + size
-    return defined
+def count_defined_memories(wasm: bytes) -> int:
+    """Memories the module defines (its memory section's count); ValueError if unparsable."""
+    for sid, _start, body, end in _sections(wasm):
+        if sid == _MEMORY_SECTION:
+            try:
+                return Reader(wasm, body, end).u32()
+            except ReaderError as exc:
+                raise ValueError(exc.message) from exc
+    return 0

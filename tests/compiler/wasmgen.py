@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass, field
 
 from wagogpu.abi.table import ABI_MODULE, IMPORTS, IMPORTS_BY_NAME
+from wagogpu.memexports import uleb128
 
 HEADER = b"\x00asm\x01\x00\x00\x00"
 I32, I64, F32, F64, ANYREF = 0x7F, 0x7E, 0x7D, 0x7C, 0x6E
@@ -19,16 +20,7 @@ RETURN = b"\x0f"
 F32_ADD, F32_SUB, F32_MUL, F32_DIV = b"\x92", b"\x93", b"\x94", b"\x95"
 
 
-def uleb(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+uleb = uleb128  # one unsigned LEB128 writer for the package and its tests
 
 
 def sleb(n: int) -> bytes:
