@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from wagogpu.abi.table import IMPORTS_BY_NAME
+
 # kernel name -> (WAT expression over $x, numpy reference, exact?)
 POLY_STEPS = 32
 EXPRESSIONS = {
@@ -46,6 +48,13 @@ def input_values(n: int) -> np.ndarray:
     return ((np.arange(n) % 2049 - 1024) / 32).astype(np.float32)
 
 
+# The imports this guest uses, under the local names its code calls; signatures from the ABI table.
+IMPORT_DECLS = "\n".join("  " + IMPORTS_BY_NAME[name].wat_import(local) for name, local in (
+    ("createBufferPacked", "create"), ("freeBuffer", "free"), ("bindBuffer", "bind"), ("getBuffer", "get"),
+    ("setBuffer32", "set"), ("copyBuffer32", "copy"), ("readBufferF32", "read"), ("writeBufferF32", "write"),
+    ("dispatch", "dispatch")))
+
+
 def wat() -> str:
     funcs = []
     for name in EXPRESSIONS:
@@ -66,15 +75,7 @@ def wat() -> str:
     (drop (call $set (call $get (i32.const 1)) (i32.const 0) (i32.const 0)
                      (i32.shl (local.get $n) (i32.const 2)) (local.get $n))))""")
     return f"""(module
-  (import "wago_gpu_v1" "createBufferPacked" (func $create (param i32 i32) (result i64)))
-  (import "wago_gpu_v1" "freeBuffer" (func $free (param i32) (result i32)))
-  (import "wago_gpu_v1" "bindBuffer" (func $bind (param i32 i32) (result i32)))
-  (import "wago_gpu_v1" "getBuffer" (func $get (param i32) (result i32)))
-  (import "wago_gpu_v1" "setBuffer32" (func $set (param i32 i32 i32 i32 i32) (result i32)))
-  (import "wago_gpu_v1" "copyBuffer32" (func $copy (param i32 i32 i32 i32 i32) (result i32)))
-  (import "wago_gpu_v1" "readBufferF32" (func $read (param i32 i32) (result f32)))
-  (import "wago_gpu_v1" "writeBufferF32" (func $write (param i32 i32 f32)))
-  (import "wago_gpu_v1" "dispatch" (func $dispatch (param i32 i32) (result i32)))
+{IMPORT_DECLS}
   (memory (export "memory") 1)
   (global $in (mut i32) (i32.const 0))
   (global $out (mut i32) (i32.const 0))

@@ -1,7 +1,7 @@
 """WAT guests the tests build: every import re-exported, plus bit-exact scalar wrappers."""
 from __future__ import annotations
 
-from wagogpu.abi.table import ABI_MODULE, IMPORTS, TYPE_INFO, ElementType
+from wagogpu.abi.table import IMPORTS, TYPE_INFO, ElementType
 
 _BITS = {"i32": ("i64.extend_i32_u", "i32.wrap_i64"), "i64": ("", ""),
          "f32": ("i32.reinterpret_f32 i64.extend_i32_u", "i32.wrap_i64 f32.reinterpret_i32"),
@@ -17,8 +17,7 @@ def import_decls(names=None) -> str:
             continue
         params = " ".join(spec.params)
         results = " ".join(spec.results)
-        out.append(f'  (import "{ABI_MODULE}" "{spec.name}" (func ${spec.name} (param {params})'
-                   + (f" (result {results})" if results else "") + "))")
+        out.append("  " + spec.wat_import())
         if spec.name.startswith(("setBuffer", "copyBuffer")) and "anyref" not in spec.params:
             # Memory transfers find guest memory through the calling instance: wrap them in Wasm.
             args = " ".join(f"(local.get {i})" for i in range(len(spec.params)))

@@ -52,6 +52,12 @@ class ImportSpec:
     gpu_intrinsic: bool = False
     phase: str = ""
 
+    def wat_import(self, local: str | None = None) -> str:
+        """The WAT import declaration a guest writes for this import, bound to $local."""
+        params = f" (param {' '.join(self.params)})" if self.params else ""
+        results = f" (result {' '.join(self.results)})" if self.results else ""
+        return f'(import "{self.module}" "{self.name}" (func ${local or self.name}{params}{results}))'
+
     @property
     def scalar_type(self) -> ElementType | None:
         """Element type of a readBuffer*/writeBuffer* import, else None."""
