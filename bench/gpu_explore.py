@@ -381,12 +381,66 @@ def small_paths(dev: GpuDevice, reps: int) -> None:
         dev.release(h)
 
 
+def wait_modes(dev: GpuDevice, reps: int) -> None:
+    """A resident 1,024-element dispatch: spin on non-blocking polls against one blocking poll."""
+    from gpu_backend import WGSL_X2, grid  # type: ignore  # (bench/ is on sys.path)
+
+    pipe = dev.pipeline(WGSL_X2, [True, False])
+    n = 1024
+    a, b, u = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform()
+    bg = dev._bind_group(pipe, u, [a, b])
+    gx, gy = grid(n)
+    for mode in ("spin", "blocking", "empty_spin", "empty_blocking"):
+        ts = []
+        for i in range(reps + 5):
+            t0 = _perf()
+            e = lib.wgpuDeviceCreateCommandEncoder(dev._D, NULL)
+            if not mode.startswith("empty"):
+                cp = lib.wgpuCommandEncoderBeginComputePass(e, dev._pass_desc)
+                lib.wgpuComputePassEncoderSetPipeline(cp, pipe._ptr)
+                lib.wgpuComputePassEncoderSetBindGroup(cp, 0, bg, 0, NULL)
+                lib.wgpuComputePassEncoderDispatchWorkgroups(cp, gx, gy, 1)
+                lib.wgpuComputePassEncoderEnd(cp)
+                lib.wgpuComputePassEncoderRelease(cp)
+            c = lib.wgpuCommandEncoderFinish(e, NULL)
+            lib.wgpuCommandEncoderRelease(e)
+            dev._cmds[0] = c
+            lib.wgpuQueueSubmit(dev._Q, 1, dev._cmds)
+            lib.wgpuCommandBufferRelease(c)
+            cell, info = nat.work_done_callback_info()
+            lib.wgpuQueueOnSubmittedWorkDone(dev._Q, info[0])
+            if mode.endswith("blocking"):
+                lib.wgpuDevicePoll(dev._D, 1, NULL)
+            while not cell.status:
+                lib.wgpuDevicePoll(dev._D, 0, NULL)
+            if i >= 5:
+                ts.append(_perf() - t0)
+        emit(dev, {"bench": "wait_modes", "mode": mode, "median_s": med(ts), "min_s": min(ts)})
+    for h in (a, b, u):
+        dev.release(h)
+
+
+def memcpy_threads(nbytes: int, reps: int) -> None:
+    """Host memcpy bandwidth between warm arrays by thread count (no GPU involved)."""
+    src = np.ones(nbytes, np.uint8)
+    dst = np.zeros(nbytes, np.uint8)
+    for threads in (1, 2, 4, 6, 8, 12, 16):
+        ts = []
+        for i in range(reps + 2):
+            t0 = _perf()
+            _copy.copy_bytes(dst.ctypes.data, src.ctypes.data, nbytes, threads)
+            if i >= 2:
+                ts.append(_perf() - t0)
+        print(json.dumps({"bench": "memcpy_threads", "bytes": nbytes, "threads": threads,
+                          "median_s": med(ts), "gb_per_s": nbytes / med(ts) / 1e9}), flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--software", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--mb", type=int, default=40)
-    ap.add_argument("--only", default="", help="comma list of: small,dispatch,fine,read,big,readback,upload")
+    ap.add_argument("--only", default="", help="comma list of: memcpy,wait,small,dispatch,fine,read,big,readback,upload")
     args = ap.parse_args()
     dev = GpuDevice.open(allow_software_adapter=args.software)
     only = set(args.only.split(",")) if args.only else None
@@ -395,6 +449,10 @@ def main() -> int:
         return only is None or name in only
 
     big = args.mb * 1_000_000
+    if want("memcpy"):
+        memcpy_threads(big, args.reps * 3)
+    if want("wait"):
+        wait_modes(dev, args.reps * 20)
     if want("small"):
         small_paths(dev, args.reps * 20)
     if want("big"):

@@ -32,6 +32,28 @@ def median_us(fn, calls: int = CALLS) -> float:
     return statistics.median(times) / 1e3
 
 
+def host_only(inst, k: int, n: int) -> dict[str, float]:
+    """The same calls with the device layer stubbed out (execute and read return at once): what the
+    Python host costs per call on this CPU, whatever the GPU. Results are not checked here."""
+    from wagogpu.gpu.device import ExecuteResult
+
+    dev = inst.host.device
+    real = dev.execute, dev.read
+
+    def execute(plan, timeout):
+        return ExecuteResult(0.0, 0.0, 0.0, 0.0, None, True, True, 0, 0)
+
+    def read(src, staging, nbytes, timeout, out=None):
+        return out if out is not None else np.zeros(nbytes // 4, np.uint32)
+
+    dev.execute, dev.read = execute, read
+    try:
+        return {"host_only_resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
+                "host_only_round_trip_us": median_us(lambda: inst.call("sample", k, n))}
+    finally:
+        dev.execute, dev.read = real
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--allow-software-adapter", action="store_true")
@@ -77,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             inst.call("sample", k, n)
         prof.disable()
         prof.dump_stats(args.profile_out)
+    figures.update(host_only(inst, k, n))
     info = host.device.info
     emit({"bench": "host_overhead", "elements": n, "checked": checked, **figures,
           "adapter": f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}", **environment()})

@@ -593,3 +593,33 @@ def test_scalar_readback_deadline_includes_lock_wait():
     assert g.inst.buffers.device.staging_allocations == staging_before  # nothing was allocated
     assert g.state(b) == "GPU_CURRENT"
     g.host.close()
+
+
+def test_read_ahead_after_a_readback_keeps_every_counter():
+    """Once an output was read back, the next dispatch copies it out in its own submission; the
+    copy-back then submits nothing, yet reports the readback exactly as §4.4 counts it. An output
+    whose copy went unread stops being copied."""
+    g = twice_guest()
+    n = 1000
+    a, b = prepared(g, values=np.arange(n))
+    dev = g.host.device
+    assert g.dispatch(1, n) == 0
+    assert np.array_equal(g.get_f32(b, n), 2 * np.arange(n))  # an ordinary readback: hint set
+    assert g.buf(b).readahead_hint and dev.readahead_hits == 0
+    for i in range(1, 4):
+        assert g.set_f32(a, np.arange(n) + i, guest=8192) == 0
+        assert g.dispatch(1, n) == 0
+        subs = dev.stats.submissions
+        assert np.array_equal(g.get_f32(b, n), 2 * (np.arange(n) + i))
+        assert dev.readahead_hits == i and dev.stats.submissions == subs
+        last = g.last
+        assert (last.download_count, last.gpu_download_bytes, last.logical_download_bytes) == (1, 4 * n, 4 * n)
+        assert g.state(b) == "BOTH_CURRENT"
+    # Two dispatches with no copy-back between them: the first copy goes unread, so the second
+    # dispatch and later ones stop asking; a readback later turns it back on.
+    assert g.dispatch(1, n) == 0 and g.buf(b).readahead_sent
+    assert g.dispatch(1, n) == 0 and not g.buf(b).readahead_hint
+    assert g.dispatch(1, n) == 0 and not g.buf(b).readahead_sent
+    assert np.array_equal(g.get_f32(b, n), 2 * (np.arange(n) + 3)) and dev.readahead_hits == 3
+    assert g.buf(b).readahead_hint
+    g.host.close()

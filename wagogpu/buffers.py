@@ -107,6 +107,10 @@ class Buffer:
     record: int
     ptr: int
     gpu: Any = None  # committed device buffer, allocated lazily
+    # Read-ahead hint: the guest read this buffer's GPU results back, so the next dispatch that
+    # writes it asks the device for a mapped copy in the same submission (dropped when unused).
+    readahead_hint: bool = False
+    readahead_sent: bool = False
 
     @property
     def stored_bytes(self) -> int:

@@ -14,6 +14,7 @@ from .abi.table import Status
 from .compiler import workgroup_grid
 from .compiler.contract import KernelError
 from .gpu import DeviceAllocationError, DeviceFailure, ExecutePlan
+from .gpu.device import READAHEAD_MAX_BYTES
 from .buffers import MAX_IDLE_OUTPUTS, UNIFORM_BYTES, Buffer, DeviceResources, InstanceBuffers
 from .diagnostics import BufferOperation, TransferCounters
 
@@ -136,6 +137,8 @@ class Residency:
         if direct is None:
             inst.cpu_bytes(buf)[:] = words_to_stored(words, buf.stored_bytes)
         inst.set_flags(buf, inst.flags(buf) | acc.CPU_CURRENT)
+        buf.readahead_hint = True
+        buf.readahead_sent = False
         if op is not None:
             op.download += t1 - t0
             op.conversion += time.perf_counter() - t1
@@ -159,6 +162,7 @@ class Residency:
         seeds: list[tuple[Any, Any, int, int]] = []
         outputs: dict[int, tuple[Any, int]] = {}
         storage: list[Any] = []
+        readahead: list[Any] = []
 
         def unwind(status: int) -> int:
             for gpu_buf, n in acquired:
@@ -203,6 +207,8 @@ class Residency:
                         return unwind(Status.DEVICE_ERROR)
                 acquired.append(scratch)
                 outputs[slot] = scratch
+                if buf.readahead_hint and size <= READAHEAD_MAX_BYTES:
+                    readahead.append(scratch[0])
                 if not replace:
                     if slot in plan.read_before_write:
                         seeds.append((buf.gpu, scratch[0], 0, size))
@@ -245,7 +251,8 @@ class Residency:
         execute = ExecutePlan(
             pipeline=plan.pipeline, uniform=d.uniform, params=params, storage=storage,
             uploads=[(b.gpu, start * 4, words) for b, start, _end, words in uploads] + error_upload,
-            seeds=seeds, workgroups=workgroup_grid(count), separate_stages=self.profile_stages)
+            seeds=seeds, workgroups=workgroup_grid(count), separate_stages=self.profile_stages,
+            readahead=readahead)
         op.hardware_submitted = not dev.info.is_software  # a software adapter is no GPU
         try:
             result = dev.execute(execute, max(0.0, deadline - time.perf_counter()))
@@ -316,6 +323,9 @@ class Residency:
                 inst.gpu_charge -= size
             buf.gpu = scratch
             inst.gpu_charge += size
+            if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
+                buf.readahead_hint = False
+            buf.readahead_sent = scratch in readahead
             inst.set_flags(buf, (inst.flags(buf) | acc.GPU_CURRENT) & ~(acc.CPU_CURRENT | acc.DIRTY))
             inst.bump_version(buf)
         op.commit += time.perf_counter() - t0

@@ -215,3 +215,61 @@ def test_write_checks_its_range(device: GpuDevice) -> None:
     device.release(a)
     with pytest.raises(DeviceFailure):
         device.write(a, 0, words([1]))
+
+
+def test_readahead_serves_the_next_read_and_is_dropped_by_any_write(device: GpuDevice, x2) -> None:
+    """ExecutePlan.readahead: the read right after needs no submission; writes invalidate the copy."""
+    n = 700
+    a, b, u, st = device.create_storage(n * 4), device.create_storage(n * 4), device.create_uniform(), \
+        device.create_staging(n * 4)
+    x = np.arange(n, dtype=np.uint32) + 5
+    hits = device.readahead_hits
+    device.execute(ExecutePlan(x2, u, params(n), [a, b], uploads=[(a, 0, x)], workgroups=grid(n),
+                               readahead=[b]), 10.0)
+    subs = device.stats.submissions
+    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * x)
+    assert (device.readahead_hits, device.stats.submissions) == (hits + 1, subs)  # no new submission
+    # Consumed: the next read of b goes through the staging buffer again.
+    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * x)
+    assert (device.readahead_hits, device.stats.submissions) == (hits + 1, subs + 1)
+    # A copy taken, then b written by a queue write: the read must see the write.
+    device.execute(ExecutePlan(x2, u, None, [a, b], workgroups=grid(n), readahead=[b]), 10.0)
+    device.write(b, 8, words([77, 78]))
+    y = device.read(b, st, n * 4, 10.0)
+    assert y[2:4].tolist() == [77, 78] and y[4] == 2 * x[4] and device.readahead_hits == hits + 1
+    # A copy taken, then b bound by a later dispatch that did not ask for one: that dispatch wins.
+    device.execute(ExecutePlan(x2, u, None, [a, b], workgroups=grid(n), readahead=[b]), 10.0)
+    device.execute(ExecutePlan(x2, u, params(n), [a, b], uploads=[(a, 0, x + 1)], workgroups=grid(n)), 10.0)
+    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * (x + 1))
+    assert device.readahead_hits == hits + 1
+    # The seeded tail comes along: a 1-element dispatch with a tail seed, read ahead.
+    c = device.create_storage(n * 4)
+    device.execute(ExecutePlan(x2, u, params(1), [a, c], seeds=[(b, c, 4, n * 4 - 4)], workgroups=grid(1),
+                               readahead=[c]), 10.0)
+    y = device.read(c, st, n * 4, 10.0)
+    assert device.readahead_hits == hits + 2
+    assert y[0] == 2 * (x[0] + 1) and np.array_equal(y[1:], 2 * (x[1:] + 1))
+    # Released with a copy pending: nothing leaks into a new buffer that reuses the id space.
+    device.execute(ExecutePlan(x2, u, None, [a, c], workgroups=grid(n), readahead=[c]), 10.0)
+    device.release(c)
+    assert c.id not in device._readahead
+    for h in (a, b, u, st):
+        device.release(h)
+
+
+def test_readahead_is_skipped_for_large_buffers_and_in_profile_mode(device: GpuDevice, x2, monkeypatch) -> None:
+    monkeypatch.setattr(devmod, "READAHEAD_MAX_BYTES", 1024)
+    n = 512  # 2,048 bytes: above the patched limit
+    a, b, u, st = device.create_storage(n * 4), device.create_storage(n * 4), device.create_uniform(), \
+        device.create_staging(n * 4)
+    x = np.arange(n, dtype=np.uint32)
+    hits = device.readahead_hits
+    device.execute(ExecutePlan(x2, u, params(n), [a, b], uploads=[(a, 0, x)], workgroups=grid(n),
+                               readahead=[b]), 10.0)
+    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * x) and device.readahead_hits == hits
+    monkeypatch.setattr(devmod, "READAHEAD_MAX_BYTES", 1 << 20)
+    device.execute(ExecutePlan(x2, u, params(n), [a, b], uploads=[(a, 0, x + 3)], workgroups=grid(n),
+                               readahead=[b], separate_stages=True), 10.0)
+    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * (x + 3)) and device.readahead_hits == hits
+    for h in (a, b, u, st):
+        device.release(h)

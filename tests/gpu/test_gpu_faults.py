@@ -248,3 +248,20 @@ def test_everything_after_close(make_device) -> None:
     rig.dev.trim()
     assert not rig.dev.is_lost()
     assert rig.a.released and rig.pipe.released
+
+
+@pytest.mark.parametrize("stage", ["timeout", "lost", "map", "unmap"])
+def test_read_faults_apply_to_a_read_ahead_copy(make_device, stage: str) -> None:
+    """A read served by a read-ahead copy fails at the same stages as one that submits."""
+    f = FaultInjector()
+    rig = Rig(make_device, f)
+    rig.run(readahead=[rig.b])
+    f._fail[stage] = frozenset([f.counts[stage] + 1])
+    with pytest.raises(DeviceFailure) as err:
+        rig.dev.read(rig.b, rig.st, N * 4, 10.0)
+    assert err.value.stage == stage and rig.dev.readahead_hits == 1
+    if stage == "unmap":
+        assert np.array_equal(err.value.data, 2 * rig.x)
+    assert not rig.dev._readahead and not rig.dev._readahead_idle  # the copy's state is unknown: freed
+    if stage != "lost":
+        assert np.array_equal(rig.dev.read(rig.b, rig.st, N * 4, 10.0), 2 * rig.x)

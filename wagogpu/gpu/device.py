@@ -59,6 +59,12 @@ READ_SPLIT_MIN = 8 << 20
 READ_SPLIT_PARTS = 1
 #: Spin on the device this long before backing off with sleeps.
 SPIN_SECONDS = 0.005
+#: Read-ahead (extension): an output named in ExecutePlan.readahead of at most this many bytes is
+#: copied into a mapped read buffer inside the dispatch's own submission, so a read() of it right
+#: after needs no second submission and wait (one GPU round trip, ~40 us on the H200, saved).
+READAHEAD_MAX_BYTES = 1 << 20
+#: At most this many read-ahead buffers (mapped or idle) are kept.
+READAHEAD_KEEP = 8
 #: Bind groups kept per device (keyed by pipeline and buffer handles).
 BIND_GROUP_CACHE = 256
 #: close() waits this long for a thread that is inside a native call.
@@ -159,6 +165,9 @@ class ExecutePlan:
     ``seeds`` are (src, dst, byte_offset, nbytes) device copies at the same
     offset in both buffers, recorded before the compute pass; ``workgroups``
     (x, y) is the grid (x, y ≤ max-compute-workgroups-per-dimension).
+    ``readahead`` (extension): storage buffers (each at most READAHEAD_MAX_BYTES) whose final
+    contents are copied to mapped read buffers in the same submission, for a following read();
+    ignored with ``separate_stages``.
     ``timestamps`` (extension): measure the compute pass with GPU timestamps
     (device_compute_s).  None, the default, means "in profile mode", i.e.
     when ``separate_stages`` is set: the timestamp resolve and readback add
@@ -174,6 +183,7 @@ class ExecutePlan:
     workgroups: tuple[int, int] = (1, 1)
     separate_stages: bool = False
     timestamps: bool | None = None
+    readahead: Sequence[BufferHandle] = ()
 
 
 @dataclass(slots=True)
@@ -215,6 +225,18 @@ class DeviceStats:
     bind_group_misses: int
     internal_staging_bytes: int
     submissions: int
+
+
+class _Readahead:
+    """A mapped copy of a storage buffer taken at the end of a dispatch (see READAHEAD_MAX_BYTES)."""
+
+    __slots__ = ("ptr", "size", "nbytes", "cell")
+
+    def __init__(self, ptr: Any, size: int, nbytes: int) -> None:
+        self.ptr = ptr
+        self.size = size  # allocated bytes
+        self.nbytes = nbytes  # bytes copied from the source
+        self.cell: nat.MapCell | None = None
 
 
 class _Staging:
@@ -287,6 +309,9 @@ class GpuDevice:
         self._submissions = 0
         self._staging: _Staging | None = None
         self._read_helpers: list[tuple[Any, int]] = []
+        self._readahead: dict[int, _Readahead] = {}  # source buffer id -> mapped copy
+        self._readahead_idle: list[_Readahead] = []  # unmapped, ready for the next copy
+        self.readahead_hits = 0
         #: Phase split of the last staged upload (seconds): acquire (incl. waiting for the re-map), copy, unmap.
         self.last_upload_timing: dict[str, float] = {}
         #: Phase split of the last successful read(): submit, wait (first part), copy (seconds), total, parts.
@@ -482,11 +507,40 @@ class GpuDevice:
                 time.sleep(min(nap, max(0.0, deadline - now)))
                 nap = min(nap * 2, 0.002)
 
+    def _readahead_drop(self, buf_id: int, keep: bool = True) -> None:
+        """Forget the read-ahead copy of buffer ``buf_id`` (lock held); its buffer is kept for reuse."""
+        ra = self._readahead.pop(buf_id, None)
+        if ra is None:
+            return
+        cell, ra.cell = ra.cell, None
+        if cell is not None and not cell.status:
+            nat.forget_cell(cell)  # never resolved (a failed submission): the buffer's state is unknown
+            keep = False
+        elif cell is not None and cell.status == nat.STATUS_SUCCESS:
+            _unmap(ra.ptr)
+        if keep and len(self._readahead_idle) + len(self._readahead) < READAHEAD_KEEP:
+            self._readahead_idle.append(ra)
+        else:
+            self._free_raw_buffer(ra.ptr)
+
+    def _readahead_take(self, nbytes: int) -> _Readahead:
+        """An unmapped read-ahead buffer of at least ``nbytes`` (lock held)."""
+        idle = self._readahead_idle
+        for i, ra in enumerate(idle):
+            if ra.size >= nbytes:
+                ra = idle.pop(i)
+                ra.nbytes = nbytes
+                return ra
+        size = max(4096, (nbytes + 4095) & ~4095)
+        return _Readahead(self._raw_buffer(size, nat.USAGE_MAP_READ | nat.USAGE_COPY_DST), size, nbytes)
+
     def _discard_transients(self) -> None:
         """After a failure: drop mapped/pending helper buffers whose state is now unknown."""
         with self._lock:
             if self._closed:
                 return
+            for buf_id in list(self._readahead):
+                self._readahead_drop(buf_id, keep=False)
             st, self._staging = self._staging, None
             if st is not None:
                 if st.cell is not None:
@@ -558,6 +612,8 @@ class GpuDevice:
             if self._buffers.pop(handle.id, None) is None or self._closed:
                 return
             self._live_bytes -= handle.nbytes
+            if handle.id in self._readahead:
+                self._readahead_drop(handle.id)
             self._drop_bind_groups(lambda key: handle.id in key[1:])
             self._free_raw_buffer(ptr)
 
@@ -849,6 +905,18 @@ class GpuDevice:
                 if src._ptr is None or dst._ptr is None or off % 4 or n % 4 or off + n > min(src.nbytes, dst.nbytes):
                     raise DeviceFailure("submit", f"seed {src!r} -> {dst!r} [{off}, +{n}) is invalid")
             ts = plan.timestamps and self.has_timestamps and gx > 0 and gy > 0
+            if self._readahead:
+                # Anything this submission may write loses its read-ahead copy.
+                for h in plan.storage:
+                    if h.id in self._readahead:
+                        self._readahead_drop(h.id)
+                for h, _off, _arr in plan.uploads:
+                    if h.id in self._readahead:
+                        self._readahead_drop(h.id)
+                for _src, h, _off, _n in seeds:
+                    if h.id in self._readahead:
+                        self._readahead_drop(h.id)
+            ahead: list[tuple[BufferHandle, _Readahead]] = []
             errors = self._flags.errors
             if HOT_PATH_SCOPES:
                 self._push()
@@ -884,6 +952,11 @@ class GpuDevice:
                 if ts:
                     _resolve(enc, self._ts_query, 0, 2, self._ts_resolve, 0)
                     _copy_b2b(enc, self._ts_resolve, 0, self._ts_read, 0, 16)
+                for h in plan.readahead:
+                    if h._ptr is not None and h.nbytes <= READAHEAD_MAX_BYTES:
+                        ra = self._readahead_take(h.nbytes)
+                        ahead.append((h, ra))
+                        _copy_b2b(enc, h._ptr, 0, ra.ptr, 0, h.nbytes)
                 cmd = _finish(enc, _NULL)
                 _release_encoder(enc)
                 enc = None
@@ -900,9 +973,16 @@ class GpuDevice:
                 if ts:
                     cell = self._ts_cell = self._map(self._ts_read, nat.MAP_READ, 0, 16)
                     cells = (fence, cell)
+                for h, ra in ahead:
+                    ra.cell = self._map(ra.ptr, nat.MAP_READ, 0, ra.nbytes)
+                    self._readahead[h.id] = ra
+                    cells = (*cells, ra.cell)
+                ahead.clear()
             finally:
                 if enc is not None:  # a Python-side check raised mid-recording
                     _release_encoder(enc)
+                for _h, ra in ahead:  # recorded but never submitted
+                    self._free_raw_buffer(ra.ptr)
                 err = self._hot_pop() if (HOT_PATH_SCOPES or errors) else None
             if err is not None:
                 raise DeviceFailure("submit", err, submitted)
@@ -1098,9 +1178,7 @@ class GpuDevice:
                 raise ValueError(f"out must be a writable C-contiguous array of {nbytes} bytes")
         if not self._lock.acquire(timeout=max(0.0, timeout)):
             raise DeviceFailure("timeout", "the device lock was not free before the deadline", False, True)
-        submitted = False
-        parts: list[tuple[Any, int, int]] = []  # (buffer, byte offset in src / out / buffer, nbytes)
-        cells: list[nat.MapCell] = []
+        # parts: (buffer, byte offset in src / out / buffer, nbytes)
         try:
             self._check_usable()
             if nbytes <= 0 or nbytes % 4 or src._ptr is None or staging._ptr is None \
@@ -1108,7 +1186,34 @@ class GpuDevice:
                 raise DeviceFailure("submit", f"cannot read {nbytes} bytes of {src!r} through {staging!r}")
             if faults is not None and faults.hit("submit"):
                 raise DeviceFailure("submit", "injected submission failure", False)
-            parts = self._read_parts(nbytes, staging._ptr)
+            ahead = self._readahead.pop(src.id, None)
+            if ahead is not None and (ahead.nbytes < nbytes or ahead.cell is None
+                                      or ahead.cell.status != nat.STATUS_SUCCESS):
+                self._readahead[src.id] = ahead
+                self._readahead_drop(src.id)
+                ahead = None
+            if ahead is not None:
+                # The dispatch that wrote src already copied it out and mapped the copy.
+                parts = [(ahead.ptr, 0, nbytes)]
+                cells = [ahead.cell]
+                ahead.cell = None
+                self.readahead_hits += 1
+            else:
+                parts = self._read_parts(nbytes, staging._ptr)
+        except DeviceFailure:
+            self._lock.release()
+            raise
+        if ahead is None:
+            return self._read_submitted(src, staging, nbytes, deadline, t0, parts, out)
+        self._lock.release()
+        return self._read_finish(src, staging, nbytes, deadline, t0, parts, cells, out, ahead)
+
+    def _read_submitted(self, src: BufferHandle, staging: BufferHandle, nbytes: int, deadline: float,
+                        t0: float, parts: list[tuple[Any, int, int]], out: np.ndarray | None) -> np.ndarray:
+        """read(): submit the copies of ``parts`` and finish (entered with the lock held)."""
+        submitted = False
+        cells: list[nat.MapCell] = []
+        try:
             self._hot_push()
             try:
                 for buf, off, n in parts:
@@ -1132,7 +1237,13 @@ class GpuDevice:
             raise
         finally:
             self._lock.release()
+        return self._read_finish(src, staging, nbytes, deadline, t0, parts, cells, out, None)
 
+    def _read_finish(self, src: BufferHandle, staging: BufferHandle, nbytes: int, deadline: float,
+                     t0: float, parts: list[tuple[Any, int, int]], cells: list[nat.MapCell],
+                     out: np.ndarray | None, ahead: _Readahead | None) -> np.ndarray:
+        """read(): wait for each part's map, copy it out and unmap it (lock not held)."""
+        faults = self._faults
         t1 = _perf()
         t2 = t3 = t1
         copy_s = 0.0
@@ -1173,12 +1284,18 @@ class GpuDevice:
                     if err is not None and unmap_err is None:
                         unmap_err = err
         except DeviceFailure:
-            self._settle_read(parts[done:], cells[done:], staging, deadline)
+            self._settle_read(parts[done:], cells[done:], staging, deadline, ahead)
             raise
         if faults is not None and faults.hit("unmap"):
             unmap_err = unmap_err or "injected unmap failure"
         self.last_read_timing = {"submit": t1 - t0, "wait": t2 - t1, "copy": copy_s,
                                  "total": _perf() - t0, "parts": float(len(parts))}
+        if ahead is not None:
+            with self._lock:
+                if unmap_err is None and not self._closed and len(self._readahead_idle) < READAHEAD_KEEP:
+                    self._readahead_idle.append(ahead)
+                elif not self._closed:
+                    self._free_raw_buffer(ahead.ptr)
         if unmap_err is not None:
             if len(parts) > 1:
                 self._drop_read_helper()
@@ -1220,7 +1337,7 @@ class GpuDevice:
                     self._free_raw_buffer(ptr)
 
     def _settle_read(self, parts: list[tuple[Any, int, int]], cells: list[nat.MapCell],
-                     staging: BufferHandle, deadline: float) -> None:
+                     staging: BufferHandle, deadline: float, ahead: _Readahead | None = None) -> None:
         """After a failed read: unmap what did map (within the deadline), drop the helper."""
         try:
             self._wait(deadline, cells, "the readback cleanup")
@@ -1233,6 +1350,9 @@ class GpuDevice:
                 if cell.status == nat.STATUS_SUCCESS:
                     _unmap(buf)
             del self._flags.errors[:]
+            if ahead is not None:
+                self._free_raw_buffer(ahead.ptr)
+                return
         if len(parts) > 1 or (parts and parts[0][0] is not staging._ptr):
             self._drop_read_helper()
 
@@ -1250,6 +1370,8 @@ class GpuDevice:
             if faults is not None and faults.hit("submit"):
                 raise DeviceFailure("submit", "injected submission failure", False)
             arr = np.ascontiguousarray(array if isinstance(array, np.ndarray) else np.asarray(array, np.uint32))
+            if dst.id in self._readahead:
+                self._readahead_drop(dst.id)
             big = arr.nbytes > QUEUE_WRITE_MAX
             submitted = False
             enc = None
@@ -1300,7 +1422,8 @@ class GpuDevice:
             bind_group_hits=self._bg_hits,
             bind_group_misses=self._bg_misses,
             internal_staging_bytes=(st.size if st is not None else 0)
-            + sum(size for _, size in self._read_helpers),
+            + sum(size for _, size in self._read_helpers)
+            + sum(ra.size for ra in [*self._readahead.values(), *self._readahead_idle]),
             submissions=self._submissions,
         )
 
@@ -1355,6 +1478,10 @@ class GpuDevice:
             helpers, self._read_helpers = self._read_helpers, []
             for ptr, _ in helpers:
                 self._free_raw_buffer(ptr)
+            for ra in [*self._readahead.values(), *self._readahead_idle]:
+                self._free_raw_buffer(ra.ptr)
+            self._readahead.clear()
+            self._readahead_idle.clear()
             if self.has_timestamps:
                 self._free_raw_buffer(self._ts_resolve)
                 self._free_raw_buffer(self._ts_read)
