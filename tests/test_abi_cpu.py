@@ -429,6 +429,12 @@ def test_scalar_write_bumps_version_and_keeps_bits(make_host):
     inst.call("writebitsF32", h, 1, 0x7FA00001)  # identical bits still make a version
     assert inst.buffers.version(buf) == 3
     assert inst.call("readbitsF32", h, 1) == 0x7FA00001
+    # The version is 64-bit across two record words: the host's bump and the set path carry.
+    inst.buffers._set_version(buf, 0xFFFFFFFF)
+    assert inst.call("setBuffer32", h, 0, 0, 0, 4) == 0
+    assert inst.buffers.version(buf) == 1 << 32
+    inst.call("writebitsF32", h, 1, 0)  # the accessor module's own bump continues from there
+    assert inst.buffers.version(buf) == (1 << 32) + 1
 
 
 def test_closing_instance_traps_12_and_host_close_is_idempotent(make_host):

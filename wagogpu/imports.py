@@ -13,7 +13,7 @@ import wasmtime
 
 from .abi import accessor as acc
 from .abi.table import GC_IMPORTS, SLOT_COUNT, ImportSpec, Status, pack_result, scalar_trap_message
-from .buffers import Buffer, InstanceBuffers, memory_view
+from .buffers import Buffer, InstanceBuffers, memory_span
 from .compiler.contract import KernelClass
 from .diagnostics import BufferOperation, TransferCounters
 from .memcopy import copy_bytes
@@ -39,7 +39,7 @@ class _Call:
     def __init__(self, host: "Host", name: str, instance_id: int, count: int, kernel_id: int, started: float):
         self.started = started
         self.deadline = self.started + host.config.run_timeout
-        self.op = BufferOperation(import_name=name, instance=instance_id, count=count, kernel_id=kernel_id)
+        self.op = BufferOperation.start(name, instance_id, count, kernel_id)
 
     def cancelled(self) -> bool:
         return time.perf_counter() >= self.deadline
@@ -241,9 +241,9 @@ class InstanceImports:
         memory = self._guest_memory(caller, memory_index)
         if memory is None or memory[1] != want64:
             return self._finish(call, Status.UNSUPPORTED_STORAGE)
-        memory = memory[0]
+        guest_base, guest_size = memory_span(memory[0], caller)
         nbytes = count * buf.stored_bytes
-        if guest_offset + nbytes > memory.data_len(caller):
+        if guest_offset + nbytes > guest_size:
             return self._finish(call, Status.INVALID_RANGE)
         if count == 0:
             return self._finish(call, Status.OK)
@@ -255,17 +255,16 @@ class InstanceImports:
         if call.cancelled():
             return self._finish(call, Status.CANCELLED)
         t0 = time.perf_counter()
-        guest = memory_view(memory, caller)[guest_offset:guest_offset + nbytes]
-        start = offset * buf.stored_bytes
-        cpu = self.buffers.cpu_bytes(buf)[start:start + nbytes]
+        guest = guest_base + guest_offset
+        cpu = self.buffers.cpu_address(buf) + offset * buf.stored_bytes
         # Large copies are split over threads (memmove releases the GIL).
         if is_set:
-            copy_bytes(cpu.ctypes.data, guest.ctypes.data, nbytes)
+            copy_bytes(cpu, guest, nbytes)
             self.buffers.note_cpu_write(buf, offset, offset + count)
             call.op.guest_set_bytes += nbytes
             call.op.guest_set_count += 1
         else:
-            copy_bytes(guest.ctypes.data, cpu.ctypes.data, nbytes)
+            copy_bytes(guest, cpu, nbytes)
             call.op.guest_copy_bytes += nbytes
             call.op.guest_copy_count += 1
         call.op.commit += time.perf_counter() - t0
