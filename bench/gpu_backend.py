@@ -71,8 +71,10 @@ def summary(xs: list[float]) -> dict:
 
 
 def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: float | None,
-               use_out: bool = False, staged: bool = False) -> None:
-    """Fresh input every iteration: upload n words, x2 kernel, read n words back."""
+               use_out: bool = False, staged: bool = False, readahead: bool = False) -> None:
+    """Fresh input every iteration: upload n words, x2 kernel, read n words back (with
+    ``readahead`` the dispatch's submission also copies the output out, as the host does for an
+    output it has been reading back)."""
     a = dev.create_storage(n * 4)
     b = dev.create_storage(n * 4)
     s = dev.create_staging(n * 4)
@@ -85,7 +87,8 @@ def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: fl
     bad = 0
     for it in range(repeat + 1):
         x = inputs[it % 2]
-        plan = ExecutePlan(pipe, u, params(n), [a, b], [(a, 0, x)], [], grid(n), separate_stages=staged)
+        plan = ExecutePlan(pipe, u, params(n), [a, b], [(a, 0, x)], [], grid(n), separate_stages=staged,
+                           readahead=[b] if readahead else ())
         t0 = _perf()
         r = dev.execute(plan, 10.0)
         t1 = _perf()
@@ -106,7 +109,7 @@ def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: fl
         if r.device_compute_s is not None:
             devc.append(r.device_compute_s)
     rec = {"bench": label, "phase": "warm", "elements": n, "bytes_each_way": n * 4,
-           "separate_stages": staged, "read_into_out": use_out, "ok": bad == 0,
+           "separate_stages": staged, "read_into_out": use_out, "readahead": readahead, "ok": bad == 0,
            "total": summary(totals), "upload_s_median": statistics.median(ups),
            "compute_s_median": statistics.median(comps), "read_s_median": statistics.median(reads),
            "device_compute_s_median": statistics.median(devc) if devc else None,
@@ -268,6 +271,7 @@ def main() -> int:
         micro(dev)
     small_rep = max(args.repeat * 10, 100)
     round_trip(dev, pipe, 1024, small_rep, "round_trip_1024", 100e-6)
+    round_trip(dev, pipe, 1024, small_rep, "round_trip_1024", 100e-6, readahead=True)
     resident(dev, pipe, 1024, small_rep, timestamps=False)
     resident(dev, pipe, 1024, small_rep, timestamps=True)
     n = args.large

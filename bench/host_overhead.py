@@ -16,7 +16,8 @@ import numpy as np
 from bench.buffer_bench import kernel_configs
 from bench.common import emit, environment
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
-from wagogpu import Config, Host
+from wagogpu import Config, Host, residency
+from wagogpu.gpu import device as devmod
 
 CALLS = 300
 
@@ -69,27 +70,35 @@ def main(argv: list[str] | None = None) -> int:
     inst.memory_view().view(np.float32)[:n] = x
     assert inst.call("setup", n) == 0
     k = KERNEL_IDS["twice"]
-    figures = {
+    figures: dict[str, float | None] = {
         "python_to_wasm_call_us": median_us(lambda: inst.call("grow_to", 0)),
         "set_import_us": median_us(lambda: inst.call("upload", n)),
-        "dispatch_after_set_us": None,
         "resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
-        "copy_back_gpu_current_us": None,
-        "checked_round_trip_us": median_us(lambda: inst.call("sample", k, n)),
     }
-    # Parts that need a specific state before each call.
-    after_set, copy_back = [], []
-    for _ in range(CALLS):
-        inst.call("upload", n)
-        t0 = time.perf_counter_ns()
-        inst.call("dispatch", k, n)
-        t1 = time.perf_counter_ns()
-        inst.call("download", n, 8 * n)
-        t2 = time.perf_counter_ns()
-        after_set.append(t1 - t0)
-        copy_back.append(t2 - t1)
-    figures["dispatch_after_set_us"] = statistics.median(after_set) / 1e3
-    figures["copy_back_gpu_current_us"] = statistics.median(copy_back) / 1e3
+    # Read-ahead on (the default) and off, alternated in blocks within this one process: the
+    # round trip and its parts that need a specific state before each call.
+    samples: dict[str, list[float]] = {}
+    for block in range(6):
+        readahead = block % 2 == 0
+        residency.READAHEAD_MAX_BYTES = devmod.READAHEAD_MAX_BYTES if readahead else 0
+        tag = "" if readahead else "_no_readahead"
+        for _ in range(3):  # settle the read-ahead hint for this setting
+            inst.call("sample", k, n)
+        for _ in range(CALLS // 3):
+            t0 = time.perf_counter_ns()
+            inst.call("sample", k, n)
+            t1 = time.perf_counter_ns()
+            inst.call("upload", n)
+            t2 = time.perf_counter_ns()
+            inst.call("dispatch", k, n)
+            t3 = time.perf_counter_ns()
+            inst.call("download", n, 8 * n)
+            t4 = time.perf_counter_ns()
+            for name, dt in (("checked_round_trip", t1 - t0), ("dispatch_after_set", t3 - t2),
+                             ("copy_back_gpu_current", t4 - t3)):
+                samples.setdefault(f"{name}{tag}_us", []).append(dt / 1e3)
+    residency.READAHEAD_MAX_BYTES = devmod.READAHEAD_MAX_BYTES
+    figures.update({name: statistics.median(v) for name, v in sorted(samples.items())})
     got = inst.memory_view().view(np.float32)[2 * n:3 * n]
     checked = bool(np.array_equal(got, reference("twice", x)))
     if args.profile_out:
