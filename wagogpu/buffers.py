@@ -48,11 +48,13 @@ def memory_span(memory: "wasmtime.Memory", store: Any) -> tuple[int, int]:
 
 def memory_view(memory: Any, store: Any) -> np.ndarray:
     """A guest memory as a uint8 numpy view (valid until the memory grows)."""
-    shared = isinstance(memory, wasmtime.SharedMemory)
-    size = memory.data_len() if shared else memory.data_len(store)
+    if isinstance(memory, wasmtime.SharedMemory):
+        size = memory.data_len()
+        ptr = ctypes.addressof(memory.data_ptr().contents) if size else 0
+    else:
+        ptr, size = memory_span(memory, store)
     if size == 0:
         return np.zeros(0, dtype=np.uint8)
-    ptr = ctypes.addressof((memory.data_ptr() if shared else memory.data_ptr(store)).contents)
     return np.ctypeslib.as_array((ctypes.c_ubyte * size).from_address(ptr))
 
 

@@ -612,8 +612,7 @@ class GpuDevice:
             if self._buffers.pop(handle.id, None) is None or self._closed:
                 return
             self._live_bytes -= handle.nbytes
-            if handle.id in self._readahead:
-                self._readahead_drop(handle.id)
+            self._readahead_drop(handle.id)
             self._drop_bind_groups(lambda key: handle.id in key[1:])
             self._free_raw_buffer(ptr)
 
@@ -907,15 +906,8 @@ class GpuDevice:
             ts = plan.timestamps and self.has_timestamps and gx > 0 and gy > 0
             if self._readahead:
                 # Anything this submission may write loses its read-ahead copy.
-                for h in plan.storage:
-                    if h.id in self._readahead:
-                        self._readahead_drop(h.id)
-                for h, _off, _arr in plan.uploads:
-                    if h.id in self._readahead:
-                        self._readahead_drop(h.id)
-                for _src, h, _off, _n in seeds:
-                    if h.id in self._readahead:
-                        self._readahead_drop(h.id)
+                for h in (*plan.storage, *(up[0] for up in plan.uploads), *(seed[1] for seed in seeds)):
+                    self._readahead_drop(h.id)
             ahead: list[tuple[BufferHandle, _Readahead]] = []
             errors = self._flags.errors
             if HOT_PATH_SCOPES:
@@ -1370,8 +1362,7 @@ class GpuDevice:
             if faults is not None and faults.hit("submit"):
                 raise DeviceFailure("submit", "injected submission failure", False)
             arr = np.ascontiguousarray(array if isinstance(array, np.ndarray) else np.asarray(array, np.uint32))
-            if dst.id in self._readahead:
-                self._readahead_drop(dst.id)
+            self._readahead_drop(dst.id)
             big = arr.nbytes > QUEUE_WRITE_MAX
             submitted = False
             enc = None
