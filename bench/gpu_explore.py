@@ -435,12 +435,84 @@ def memcpy_threads(nbytes: int, reps: int) -> None:
                           "median_s": med(ts), "gb_per_s": nbytes / med(ts) / 1e9}), flush=True)
 
 
+def dual_copy(dev: GpuDevice, nbytes: int, reps: int) -> None:
+    """A set that also pre-stages its upload: guest -> CPU copy (host memory) and guest -> mapped
+    upload staging (VRAM through the BAR), one after the other and at once."""
+    src = np.arange(nbytes // 4, dtype=np.uint32)
+    cpu = np.zeros(nbytes // 4, np.uint32)
+    ptr = dev._raw_buffer(nbytes, nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC, mapped=True)
+    bar = int(ffi.cast("uintptr_t", lib.wgpuBufferGetMappedRange(ptr, 0, nbytes)))
+    jobs = {"cpu_only": [(cpu.ctypes.data, src.ctypes.data, nbytes, 8)],
+            "bar_only": [(bar, src.ctypes.data, nbytes, 8)],
+            "both_at_once": [(cpu.ctypes.data, src.ctypes.data, nbytes, 8), (bar, src.ctypes.data, nbytes, 8)],
+            "both_at_once_4_4": [(cpu.ctypes.data, src.ctypes.data, nbytes, 4), (bar, src.ctypes.data, nbytes, 4)],
+            "both_at_once_8_4": [(cpu.ctypes.data, src.ctypes.data, nbytes, 8), (bar, src.ctypes.data, nbytes, 4)]}
+    rows: dict[str, list[float]] = {}
+    for i in range(reps + 2):
+        for name, job in jobs.items():
+            t0 = _perf()
+            _copy.copy_many(job)
+            if i >= 2:
+                rows.setdefault(name, []).append(_perf() - t0)
+        t0 = _perf()
+        _copy.copy_many(jobs["cpu_only"])
+        _copy.copy_many(jobs["bar_only"])
+        if i >= 2:
+            rows.setdefault("one_after_other", []).append(_perf() - t0)
+    assert cpu[-1] == nbytes // 4 - 1
+    emit(dev, {"bench": "dual_copy", "bytes": nbytes, **{k + "_s": med(v) for k, v in rows.items()}})
+    lib.wgpuBufferUnmap(ptr)
+    dev._free_raw_buffer(ptr)
+
+
+def readback_touch(dev: GpuDevice, nbytes: int, reps: int) -> None:
+    """Copy-out of a fresh mapping twice (first touch of the mapped pages vs warm), and a copy-out
+    that overlaps the next readback's DMA (does the DMA slow the host copy?)."""
+    src = dev.create_storage(nbytes)
+    dev.write(src, 0, np.arange(nbytes // 4, dtype=np.uint32))
+    sts = [dev.create_staging(nbytes), dev.create_staging(nbytes)]
+    out = np.ones(nbytes // 4, np.uint32)
+    rows: dict[str, list[float]] = {}
+    for i in range(reps + 2):
+        submit_copy(dev, src._ptr, 0, sts[0]._ptr, 0, nbytes)
+        cell, info = nat.map_callback_info()
+        lib.wgpuBufferMapAsync(sts[0]._ptr, nat.MAP_READ, 0, nbytes, info[0])
+        t0 = _perf()
+        wait_cells(dev, [cell])
+        t1 = _perf()
+        p = int(ffi.cast("uintptr_t", lib.wgpuBufferGetConstMappedRange(sts[0]._ptr, 0, nbytes)))
+        _copy.copy_bytes(out.ctypes.data, p, nbytes)
+        t2 = _perf()
+        _copy.copy_bytes(out.ctypes.data, p, nbytes)
+        t3 = _perf()
+        # Now the same copy-out while a second 40 MB DMA runs.
+        submit_copy(dev, src._ptr, 0, sts[1]._ptr, 0, nbytes)
+        cell2, info2 = nat.map_callback_info()
+        lib.wgpuBufferMapAsync(sts[1]._ptr, nat.MAP_READ, 0, nbytes, info2[0])
+        t4 = _perf()
+        _copy.copy_bytes(out.ctypes.data, p, nbytes)
+        t5 = _perf()
+        wait_cells(dev, [cell2])
+        t6 = _perf()
+        lib.wgpuBufferUnmap(sts[0]._ptr)
+        lib.wgpuBufferUnmap(sts[1]._ptr)
+        if i >= 2:
+            for k, v in (("dma_wait", t1 - t0), ("copy_first_touch", t2 - t1), ("copy_warm", t3 - t2),
+                         ("copy_during_dma", t5 - t4), ("dma_with_copy", t6 - t4)):
+                rows.setdefault(k, []).append(v)
+    assert out[-1] == nbytes // 4 - 1
+    emit(dev, {"bench": "readback_touch", "bytes": nbytes, **{k + "_s": med(v) for k, v in rows.items()}})
+    dev.release(src)
+    for s in sts:
+        dev.release(s)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--software", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--mb", type=int, default=40)
-    ap.add_argument("--only", default="", help="comma list of: memcpy,wait,small,dispatch,fine,read,big,readback,upload")
+    ap.add_argument("--only", default="", help="comma list of: memcpy,wait,small,dispatch,fine,read,big,readback,upload,dual,touch")
     args = ap.parse_args()
     dev = GpuDevice.open(allow_software_adapter=args.software)
     only = set(args.only.split(",")) if args.only else None
@@ -468,6 +540,10 @@ def main() -> int:
     if want("readback"):
         readback_breakdown(dev, big, args.reps)
         chunked_readback(dev, big, 2, args.reps)
+    if want("dual"):
+        dual_copy(dev, big, args.reps)
+    if want("touch"):
+        readback_touch(dev, big, args.reps)
     if want("upload"):
         upload_breakdown(dev, big, args.reps)
         chunked_upload(dev, big, 2, args.reps)

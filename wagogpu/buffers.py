@@ -132,6 +132,15 @@ class Buffer:
     # writes it asks the device for a mapped copy in the same submission (dropped when unused).
     readahead_hint: bool = False
     readahead_sent: bool = False
+    # Prestaged upload (extension): a full set also wrote the words into a device upload stage,
+    # so the dispatch that uploads that version copies them on the device. Charged while held.
+    stage: Any = None
+    stage_version: int = 0
+    stage_hint: bool = False  # the last dispatch uploaded this buffer whole: prestage the next full set
+    # Parked readback (extension): (staging handle, bytes) still mapped with the words of version
+    # parked_version; it stands in for the CPU copy until the CPU bytes themselves are needed.
+    parked: tuple[Any, int] | None = None
+    parked_version: int = 0
 
     @property
     def stored_bytes(self) -> int:
@@ -180,6 +189,8 @@ class InstanceBuffers:
         self.gpu_charge = 0
         self.device = DeviceResources()
         self.release_device: Callable[[Any], None] = lambda _buf: None
+        # Lets go of a buffer's upload stage and parked readback (set by the host's residency).
+        self.drop_held: Callable[["InstanceBuffers", Buffer], None] = lambda _inst, _buf: None
         self.heap = HeapAllocator(self._grow_to)
         self._record_words: memoryview | None = None
         self._slot_words: np.ndarray | None = None
@@ -293,11 +304,15 @@ class InstanceBuffers:
             w[base + 7] = max(w[base + 7], end)
         w[base + 3] = (flags | acc.CPU_CURRENT) & ~acc.LOST
 
+    def parked_valid(self, buf: Buffer) -> bool:
+        """The parked readback holds the current version (so the buffer counts as CPU-current)."""
+        return buf.parked is not None and buf.parked_version == self.version(buf)
+
     def state_name(self, buf: Buffer) -> str:
         f = self.flags(buf)
         if f & acc.LOST:
             return "CONTENTS_LOST"
-        if f & acc.CPU_CURRENT and f & acc.GPU_CURRENT:
+        if f & acc.GPU_CURRENT and (f & acc.CPU_CURRENT or self.parked_valid(buf)):
             return "BOTH_CURRENT"
         if f & acc.CPU_CURRENT:
             return "CPU_CURRENT"
@@ -325,13 +340,19 @@ class InstanceBuffers:
 
     def idle_bytes(self) -> int:
         d = self.device
-        return (sum(n for _, n in d.idle_outputs) + (d.staging[1] if d.staging else 0)
+        held = sum((b.parked[1] if b.parked else 0) + (b.stage.nbytes if b.stage else 0)
+                   for b in self.buffers.values())
+        return (held + sum(n for _, n in d.idle_outputs) + (d.staging[1] if d.staging else 0)
                 + (UNIFORM_BYTES if d.uniform is not None else 0) + d.conversion_capacity
                 + (2 * ERROR_WORD_BYTES if d.error_word is not None else 0))
 
     def release_idle(self) -> None:
-        """Drop the pool, staging, uniform and conversion scratch (evictable, never in use)."""
+        """Drop the pool, staging, uniform and conversion scratch, upload stages and parked
+        readbacks (evictable, never in use)."""
         d = self.device
+        for buf in self.buffers.values():
+            if buf.stage is not None or buf.parked is not None:
+                self.drop_held(self, buf)
         for gpu_buf, n in d.idle_outputs:
             self.release_device(gpu_buf)
             self.release(n)
@@ -383,6 +404,8 @@ class InstanceBuffers:
 
     def free(self, buf: Buffer, retire: bool) -> None:
         """Drop a buffer: its GPU copy is released (or kept charged as retired), slots cleared."""
+        if buf.stage is not None or buf.parked is not None:
+            self.drop_held(self, buf)
         del self.buffers[buf.handle]
         slots = self.slots()
         slots[slots == buf.handle] = 0

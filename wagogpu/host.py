@@ -104,6 +104,7 @@ class Instance:
                                        host.config.max_buffers_per_instance,
                                        host.config.max_instance_buffer_bytes, host.config.max_elements)
         self.buffers.release_device = host._residency.release_device_buffer
+        self.buffers.drop_held = host._residency.drop_held
         self.imports.buffers = self.buffers
         linker = wasmtime.Linker(host._engine)
         for spec in IMPORTS:

@@ -247,24 +247,36 @@ class InstanceImports:
             return self._finish(call, Status.INVALID_RANGE)
         if count == 0:
             return self._finish(call, Status.OK)
+        res = self.host._residency
         full_set = is_set and offset == 0 and count == buf.length
-        if not full_set:
-            status = self.host._residency.make_cpu_current(self.buffers, buf, call.deadline, call.op, call.op)
+        if is_set and not full_set:
+            status = res.make_cpu_current(self.buffers, buf, call.deadline, call.op, call.op)
+            if status:
+                return self._finish(call, status)
+        elif not is_set:
+            # The CPU copy, or a big buffer's readback left parked in its mapped staging.
+            status, source = res.copy_source(self.buffers, buf, call.deadline, call.op, call.op)
             if status:
                 return self._finish(call, status)
         if call.cancelled():
             return self._finish(call, Status.CANCELLED)
         t0 = time.perf_counter()
         guest = guest_base + guest_offset
-        cpu = self.buffers.cpu_address(buf) + offset * buf.stored_bytes
+        skip = offset * buf.stored_bytes
         # Large copies are split over threads (memmove releases the GIL).
-        if is_set:
-            copy_bytes(cpu, guest, nbytes)
+        if full_set:
+            stage = res.set_copy(self.buffers, buf, self.buffers.cpu_address(buf), guest, nbytes)
+            self.buffers.note_cpu_write(buf, 0, count)
+            res.keep_stage(self.buffers, buf, stage)
+        elif is_set:
+            copy_bytes(self.buffers.cpu_address(buf) + skip, guest, nbytes)
             self.buffers.note_cpu_write(buf, offset, offset + count)
+        else:
+            copy_bytes(guest, source + skip, nbytes)
+        if is_set:
             call.op.guest_set_bytes += nbytes
             call.op.guest_set_count += 1
         else:
-            copy_bytes(guest, cpu, nbytes)
             call.op.guest_copy_bytes += nbytes
             call.op.guest_copy_count += 1
         call.op.commit += time.perf_counter() - t0

@@ -13,11 +13,13 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["copy_bytes", "copy_threads"]
+__all__ = ["copy_bytes", "copy_many", "copy_threads", "tee_bytes"]
 
 #: Copies below this size run on the calling thread.
 PARALLEL_MIN_BYTES = 4 << 20
 _CHUNK_MIN = 1 << 20
+#: tee_bytes copies this much of the source to every destination before moving on (fits in L2).
+TEE_PIECE = 256 << 10
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -41,17 +43,52 @@ def _get_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def _pieces(dst: int, src: int, nbytes: int, threads: int) -> list[tuple[int, int, int]]:
+    threads = copy_threads(threads) if nbytes >= PARALLEL_MIN_BYTES else 1
+    parts = max(1, min(threads, nbytes // _CHUNK_MIN))
+    chunk = ((nbytes + parts - 1) // parts + 4095) & ~4095
+    return [(dst + off, src + off, min(chunk, nbytes - off)) for off in range(0, nbytes, chunk)]
+
+
 def copy_bytes(dst: int, src: int, nbytes: int, threads: int = 8) -> None:
     """memcpy ``nbytes`` from address ``src`` to address ``dst`` (non-overlapping), on up to ``threads``."""
-    threads = copy_threads(threads) if nbytes >= PARALLEL_MIN_BYTES else 1
-    parts = min(threads, nbytes // _CHUNK_MIN)
-    if parts <= 1:
-        _memmove(dst, src, nbytes)
+    copy_many([(dst, src, nbytes, threads)])
+
+
+def copy_many(jobs: list[tuple[int, int, int, int]]) -> None:
+    """Several copies (dst, src, nbytes, threads) at once: their pieces share one thread pool, so a
+    copy bound by PCIe and one bound by host memory overlap instead of running one after the other."""
+    pieces = [p for dst, src, n, threads in jobs if n > 0 for p in _pieces(dst, src, n, threads)]
+    if not pieces:
         return
-    chunk = ((nbytes + parts - 1) // parts + 4095) & ~4095
+    if len(pieces) == 1:
+        _memmove(*pieces[0])
+        return
     pool = _get_pool()
-    futures = [pool.submit(_memmove, dst + off, src + off, min(chunk, nbytes - off))
-               for off in range(chunk, nbytes, chunk)]
-    _memmove(dst, src, min(chunk, nbytes))
+    futures = [pool.submit(_memmove, *p) for p in pieces[1:]]
+    _memmove(*pieces[0])
+    for f in futures:
+        f.result()
+
+
+def _tee(dsts: tuple[int, ...], src: int, nbytes: int) -> None:
+    off = 0
+    while off < nbytes:
+        k = min(TEE_PIECE, nbytes - off)
+        for dst in dsts:
+            _memmove(dst + off, src + off, k)
+        off += k
+
+
+def tee_bytes(dsts: tuple[int, ...], src: int, nbytes: int, threads: int = 8) -> None:
+    """Copy ``nbytes`` from ``src`` to every address in ``dsts``, reading each piece of the source
+    from memory once: each thread copies a cache-sized piece to all destinations in turn."""
+    slices = _pieces(0, 0, nbytes, threads)
+    if len(slices) == 1:
+        _tee(dsts, src, nbytes)
+        return
+    pool = _get_pool()
+    futures = [pool.submit(_tee, tuple(d + off for d in dsts), src + off, n) for off, _, n in slices[1:]]
+    _tee(dsts, src, slices[0][2])
     for f in futures:
         f.result()

@@ -13,15 +13,25 @@ from .abi import accessor as acc
 from .abi.table import Status
 from .compiler import workgroup_grid
 from .compiler.contract import KernelError
-from .gpu import DeviceAllocationError, DeviceFailure, ExecutePlan
+from .gpu import DeviceAllocationError, DeviceFailure, ExecutePlan, UploadStage
 from .gpu.device import READAHEAD_MAX_BYTES
 from .buffers import MAX_IDLE_OUTPUTS, UNIFORM_BYTES, Buffer, DeviceResources, InstanceBuffers
 from .diagnostics import BufferOperation, TransferCounters
+from .memcopy import copy_bytes, tee_bytes
 
 ERROR_WORD_BYTES = 16
 KERNEL_FALLBACK = -1  # run_dispatch's "completed, nothing published, fall back" (never a guest status)
 KERNEL_ERROR_REASONS = {KernelError.TRAP: "KERNEL_TRAP", KernelError.LOOP_BUDGET: "LOOP_BUDGET",
                         KernelError.INDEX_RANGE: "INDEX_RANGE"}
+
+#: A full set of a buffer at least this big, whose last dispatch uploaded it whole, also writes
+#: the words into a device upload stage (one pass over the guest bytes, the PCIe write overlapping
+#: the host copy); the dispatch then uploads with a device-side copy. 32-bit types only.
+PRESTAGE_MIN_BYTES = 4 << 20
+#: A copy-back that must read back a buffer at least this big leaves the words in the mapped
+#: readback staging ("parked") and copies them to the guest from there, skipping the copy into
+#: the CPU copy; scalar access, fallback, partial sets and quarantine copy them in when needed.
+PARK_MIN_BYTES = 4 << 20
 
 # Stored-format dtype per stored width, for narrowing words on readback and widening on upload.
 _NARROW = {1: np.uint8, 2: np.uint16, 4: np.uint32}
@@ -75,6 +85,13 @@ class Residency:
         for inst in self._instances():
             recs = inst.records()
             for buf in inst.buffers.values():
+                if buf.parked is not None:
+                    # Host memory still mapped (unless the device was closed under us): keep it.
+                    if inst.parked_valid(buf) and self.device is not None and not self.device.closed:
+                        self._materialize(inst, buf)
+                    self._unpark(inst, buf, keep=False)
+                if buf.stage is not None:
+                    self.drop_held(inst, buf)
                 f = int(recs["flags"][buf.record])
                 if not f & acc.CPU_CURRENT:
                     f |= acc.LOST
@@ -83,6 +100,73 @@ class Residency:
     def release_device_buffer(self, gpu_buf: Any) -> None:
         if self.device is not None and gpu_buf is not None:
             self.device.release(gpu_buf)
+
+    # -- upload stages and parked readbacks (extensions; see PRESTAGE_MIN_BYTES, PARK_MIN_BYTES) --
+    def drop_held(self, inst: InstanceBuffers, buf: Buffer) -> None:
+        """Let go of buf's upload stage (unused: stop prestaging it) and parked readback."""
+        stage, buf.stage = buf.stage, None
+        self._drop_stage(inst, buf, stage)
+        if buf.parked is not None:
+            self._unpark(inst, buf)
+
+    def set_copy(self, inst: InstanceBuffers, buf: Buffer, cpu: int, guest: int, nbytes: int) -> UploadStage | None:
+        """A full set's copy into the CPU copy; also into an upload stage when the next dispatch is
+        likely to upload this buffer whole. Returns the stage for keep_stage() after the set commits."""
+        if buf.parked is not None:
+            self._unpark(inst, buf)
+        stage, buf.stage = buf.stage, None
+        if stage is None and buf.stage_hint and nbytes >= PRESTAGE_MIN_BYTES and buf.stored_bytes == 4 \
+                and self.usable and inst.reserve(nbytes):
+            try:
+                stage = self.device.stage(nbytes)
+            except (DeviceAllocationError, DeviceFailure):
+                inst.release(nbytes)
+                stage = None
+        if stage is None:
+            copy_bytes(cpu, guest, nbytes)
+        else:
+            tee_bytes((cpu, stage.address), guest, nbytes)
+        return stage
+
+    def keep_stage(self, inst: InstanceBuffers, buf: Buffer, stage: UploadStage | None) -> None:
+        if stage is not None:
+            buf.stage = stage
+            buf.stage_version = inst.version(buf)
+
+    def _unpark(self, inst: InstanceBuffers, buf: Buffer, keep: bool = True) -> None:
+        """End buf's parked readback; its staging becomes the instance's again (or is released)."""
+        parked, buf.parked = buf.parked, None
+        if parked is None:
+            return
+        staging, size = parked
+        d = inst.device
+        if keep and d.staging is None and self.device is not None and not self.device.closed:
+            self.device.unmap(staging)
+            d.staging = parked
+        else:
+            self.release_device_buffer(staging)
+            inst.release(size)
+
+    def _materialize(self, inst: InstanceBuffers, buf: Buffer) -> None:
+        """Copy a valid parked readback into the CPU copy: the buffer is CPU-current again."""
+        assert buf.parked is not None
+        copy_bytes(inst.cpu_address(buf), buf.parked[0].mapped, buf.nbytes)
+        inst.set_flags(buf, inst.flags(buf) | acc.CPU_CURRENT)
+
+    def copy_source(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
+                    op: BufferOperation) -> tuple[int, int]:
+        """(status, address) of buf's current bytes for a copy-back: the CPU copy, or a parked
+        readback (a big buffer whose CPU copy is stale is read back and parked, not copied in)."""
+        flags = inst.flags(buf)
+        if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
+            if inst.parked_valid(buf):
+                return Status.OK, buf.parked[0].mapped
+            self._unpark(inst, buf)
+        if flags & (acc.CPU_CURRENT | acc.LOST) or buf.stored_bytes != 4 or buf.gpu_bytes < PARK_MIN_BYTES:
+            status = self.make_cpu_current(inst, buf, deadline, counters, op)
+            return status, inst.cpu_address(buf) if status == Status.OK else 0
+        status = self._readback(inst, buf, deadline, counters, op, park=True)
+        return status, buf.parked[0].mapped if status == Status.OK and buf.parked is not None else 0
 
     # -- CPU side -----------------------------------------------------------------------------
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
@@ -93,6 +177,19 @@ class Residency:
             return Status.CONTENTS_LOST
         if flags & acc.CPU_CURRENT:
             return Status.OK
+        if buf.parked is not None:
+            # This version was read back already (and counted then): copy it in from the parking.
+            valid = inst.parked_valid(buf)
+            if valid:
+                self._materialize(inst, buf)
+            self._unpark(inst, buf)
+            if valid:
+                return Status.OK
+        return self._readback(inst, buf, deadline, counters, op, park=False)
+
+    def _readback(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
+                  op: BufferOperation | None, park: bool) -> int:
+        """§4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as buf.parked."""
         self.check_loss()
         if not self.usable or buf.gpu is None:
             self.quarantine(self.quarantine_reason or "no usable device holds the current contents")
@@ -117,9 +214,13 @@ class Residency:
             op.hardware_submitted = not self.device.info.is_software
         t0 = time.perf_counter()
         # Whole-word types read straight into the (stale, not yet current) CPU copy.
-        direct = inst.cpu_bytes(buf).view(np.uint32) if buf.stored_bytes == 4 else None
+        direct = inst.cpu_bytes(buf).view(np.uint32) if buf.stored_bytes == 4 and not park else None
         try:
-            words = self.device.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), out=direct)
+            if park:
+                self.device.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0))
+                words = None
+            else:
+                words = self.device.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), out=direct)
         except DeviceFailure as exc:
             self.totals_complete = False
             if op is not None:
@@ -134,9 +235,13 @@ class Residency:
             self.quarantine(f"readback failed: {exc}")
             return Status.CANCELLED if exc.timed_out or time.perf_counter() >= deadline else Status.DEVICE_ERROR
         t1 = time.perf_counter()
-        if direct is None:
-            inst.cpu_bytes(buf)[:] = words_to_stored(words, buf.stored_bytes)
-        inst.set_flags(buf, inst.flags(buf) | acc.CPU_CURRENT)
+        if park:
+            buf.parked, d.staging = d.staging, None
+            buf.parked_version = inst.version(buf)
+        else:
+            if direct is None:
+                inst.cpu_bytes(buf)[:] = words_to_stored(words, buf.stored_bytes)
+            inst.set_flags(buf, inst.flags(buf) | acc.CPU_CURRENT)
         buf.readahead_hint = True
         buf.readahead_sent = False
         if op is not None:
@@ -158,13 +263,16 @@ class Residency:
         d = inst.device
         transient = 0  # bytes reserved only for this submission
         acquired: list[tuple[Any, int]] = []  # scratch taken from pool or newly allocated
-        uploads: list[tuple[Buffer, int, int, np.ndarray]] = []  # (buf, start, end, words)
+        uploads: list[tuple[Buffer, int, int, np.ndarray | UploadStage]] = []  # (buf, start, end, words)
         seeds: list[tuple[Any, Any, int, int]] = []
         outputs: dict[int, tuple[Any, int]] = {}
         storage: list[Any] = []
         readahead: list[Any] = []
 
         def unwind(status: int) -> int:
+            for _b, _s, _e, words in uploads:
+                if isinstance(words, UploadStage):
+                    dev.unstage(words)  # its charge is in transient
             for gpu_buf, n in acquired:
                 if len(d.idle_outputs) < MAX_IDLE_OUTPUTS:
                     d.idle_outputs.append((gpu_buf, n))
@@ -186,9 +294,12 @@ class Residency:
                     return unwind(status)
                 if upload is not None:
                     start, end, words = upload
-                    if not inst.reserve(words.nbytes):
+                    if isinstance(words, UploadStage):
+                        transient += words.nbytes  # reserved when the set filled it
+                    elif not inst.reserve(words.nbytes):
                         return unwind(Status.LIMIT_EXCEEDED)
-                    transient += words.nbytes
+                    else:
+                        transient += words.nbytes
                     uploads.append((buf, start, end, words))
             if written:
                 size = buf.gpu_bytes
@@ -282,6 +393,9 @@ class Residency:
         for buf, start, end, words in uploads:
             f = inst.flags(buf)
             inst.set_flags(buf, (f | acc.GPU_CURRENT) & ~acc.DIRTY)
+            # Uploaded whole: prestage the next full set of it (if it is big enough to matter).
+            buf.stage_hint = start == 0 and end == buf.length and buf.stored_bytes == 4 \
+                and buf.gpu_bytes >= PRESTAGE_MIN_BYTES
             op.logical_upload_bytes += (end - start) * buf.stored_bytes
             op.gpu_upload_bytes += words.nbytes
             op.upload_count += 1
@@ -323,6 +437,8 @@ class Residency:
                 inst.gpu_charge -= size
             buf.gpu = scratch
             inst.gpu_charge += size
+            if buf.parked is not None:
+                self._unpark(inst, buf)
             if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
                 buf.readahead_hint = False
             buf.readahead_sent = scratch in readahead
@@ -338,7 +454,15 @@ class Residency:
             d.retired_bytes += n
         acquired.clear()
 
-    def _prepare_gpu_copy(self, inst: InstanceBuffers, buf: Buffer) -> tuple[int, tuple[int, int, np.ndarray] | None]:
+    def _drop_stage(self, inst: InstanceBuffers, buf: Buffer, stage: UploadStage | None) -> None:
+        """An upload stage that will not be used: its charge goes, and so does the hint."""
+        if stage is not None:
+            inst.release(stage.nbytes)
+            buf.stage_hint = False
+            if self.device is not None:
+                self.device.unstage(stage)
+
+    def _prepare_gpu_copy(self, inst: InstanceBuffers, buf: Buffer) -> tuple[int, tuple[int, int, np.ndarray | UploadStage] | None]:
         """§4.5: allocate the committed copy if needed and say which range must be uploaded."""
         flags = inst.flags(buf)
         if flags & acc.LOST:
@@ -347,18 +471,26 @@ class Residency:
             return Status.OK, None
         if not flags & acc.CPU_CURRENT:
             return Status.CONTENTS_LOST, None
+        # Taken off the buffer before anything is reserved (a reservation may evict held stages).
+        stage, buf.stage = buf.stage, None
         had_gpu = buf.gpu is not None
         if not had_gpu:
             if not inst.reserve(buf.gpu_bytes):
+                self._drop_stage(inst, buf, stage)
                 return Status.LIMIT_EXCEEDED, None
             try:
                 buf.gpu = self.device.create_storage(buf.gpu_bytes)
             except DeviceAllocationError:
                 inst.release(buf.gpu_bytes)
+                self._drop_stage(inst, buf, stage)
                 return Status.DEVICE_ERROR, None
             inst.gpu_charge += buf.gpu_bytes
         dirty = inst.dirty(buf) if had_gpu else None
         start, end = dirty if dirty else (0, buf.length)
+        if stage is not None:
+            if start == 0 and end == buf.length and buf.stage_version == inst.version(buf):
+                return Status.OK, (0, end, stage)  # the stage holds exactly this version's words
+            self._drop_stage(inst, buf, stage)
         raw = inst.cpu_bytes(buf)[start * buf.stored_bytes:end * buf.stored_bytes]
         # A view of the accessor memory is fine: the device copies uploads before execute returns.
         return Status.OK, (start, end, stored_to_words(raw, buf.stored_bytes))

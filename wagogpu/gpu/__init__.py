@@ -7,12 +7,12 @@ Wasm; the host (buffers.py) keeps buffer states and byte budgets on top of it.
 """
 
 from .adapters import AdapterInfo, list_adapters
-from .device import BufferHandle, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, GpuDevice
+from .device import BufferHandle, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, GpuDevice, UploadStage
 from .errors import DeviceAllocationError, DeviceFailure, GpuError, GpuUnavailable, PipelineError
 from .faults import STAGES, FaultInjector
 
 __all__ = [
     "GpuDevice", "AdapterInfo", "GpuUnavailable", "DeviceFailure", "DeviceAllocationError", "PipelineError",
     "ExecutePlan", "ExecuteResult", "FaultInjector", "list_adapters",
-    "BufferHandle", "ComputePipeline", "DeviceStats", "GpuError", "STAGES",
+    "BufferHandle", "ComputePipeline", "DeviceStats", "GpuError", "STAGES", "UploadStage",
 ]

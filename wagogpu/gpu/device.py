@@ -65,6 +65,8 @@ SPIN_SECONDS = 0.005
 READAHEAD_MAX_BYTES = 1 << 20
 #: At most this many read-ahead buffers (mapped or idle) are kept.
 READAHEAD_KEEP = 8
+#: Upload stages (see stage()) kept mapped for reuse after their dispatch; more are freed.
+STAGE_KEEP = 2
 #: Bind groups kept per device (keyed by pipeline and buffer handles).
 BIND_GROUP_CACHE = 256
 #: close() waits this long for a thread that is inside a native call.
@@ -115,15 +117,20 @@ def _addr(ptr: Any) -> int:
 
 
 class BufferHandle:
-    """A device buffer.  ``kind`` is "storage", "uniform" or "staging"; ``nbytes`` its real size."""
+    """A device buffer.  ``kind`` is "storage", "uniform" or "staging"; ``nbytes`` its real size.
 
-    __slots__ = ("id", "kind", "nbytes", "_ptr", "__weakref__")
+    ``mapped`` is the host address of a staging buffer that read(keep_mapped=True) left mapped
+    (0 otherwise); it stays valid until unmap(), release() or the next read through it.
+    """
+
+    __slots__ = ("id", "kind", "nbytes", "_ptr", "mapped", "__weakref__")
 
     def __init__(self, id: int, kind: str, nbytes: int, ptr: Any) -> None:
         self.id = id
         self.kind = kind
         self.nbytes = nbytes
         self._ptr = ptr
+        self.mapped = 0
 
     @property
     def released(self) -> bool:
@@ -227,6 +234,27 @@ class DeviceStats:
     submissions: int
 
 
+class UploadStage:
+    """A mapped upload buffer the caller fills before the dispatch that uploads it (extension).
+
+    From stage() until it is passed in an ExecutePlan upload (which consumes it) or handed back
+    with unstage(), the caller owns it and may write ``nbytes`` bytes at ``address``.  Filling it
+    while copying into the CPU copy overlaps the PCIe write with the host copy.
+    """
+
+    __slots__ = ("_ptr", "size", "nbytes", "address", "_cell")
+
+    def __init__(self, ptr: Any, size: int) -> None:
+        self._ptr = ptr
+        self.size = size  # allocated bytes
+        self.nbytes = 0  # bytes the caller asked for
+        self.address = 0  # mapped host address while the caller owns it
+        self._cell: nat.MapCell | None = None  # pending re-map after its dispatch
+
+    def __repr__(self) -> str:
+        return f"<UploadStage {self.nbytes}/{self.size} B{' mapped' if self.address else ''}>"
+
+
 class _Readahead:
     """A mapped copy of a storage buffer taken at the end of a dispatch (see READAHEAD_MAX_BYTES)."""
 
@@ -311,6 +339,8 @@ class GpuDevice:
         self._read_helpers: list[tuple[Any, int]] = []
         self._readahead: dict[int, _Readahead] = {}  # source buffer id -> mapped copy
         self._readahead_idle: list[_Readahead] = []  # unmapped, ready for the next copy
+        self._stages_idle: list[UploadStage] = []  # mapped or re-mapping, ready for stage()
+        self._stages_live: set[UploadStage] = set()  # every stage not yet freed
         self.readahead_hits = 0
         #: Phase split of the last staged upload (seconds): acquire (incl. waiting for the re-map), copy, unmap.
         self.last_upload_timing: dict[str, float] = {}
@@ -546,6 +576,9 @@ class GpuDevice:
                 if st.cell is not None:
                     nat.forget_cell(st.cell)
                 self._free_raw_buffer(st.ptr)
+            for sg in self._stages_idle:
+                self._free_stage(sg)
+            self._stages_idle.clear()
             if self.has_timestamps and self._ts_cell is not None:
                 nat.forget_cell(self._ts_cell)
                 self._ts_cell = None
@@ -609,6 +642,7 @@ class GpuDevice:
             if ptr is None:
                 return
             handle._ptr = None
+            handle.mapped = 0
             if self._buffers.pop(handle.id, None) is None or self._closed:
                 return
             self._live_bytes -= handle.nbytes
@@ -793,18 +827,105 @@ class GpuDevice:
             st = self._staging = _Staging(ptr, size)
         return st
 
-    def _record_uploads(self, enc: Any, uploads: Sequence[tuple[BufferHandle, int, np.ndarray]],
-                        deadline: float) -> tuple[int, _Staging | None]:
+    def stage(self, nbytes: int, timeout: float = 5.0) -> UploadStage:
+        """A mapped upload buffer of at least ``nbytes`` for the caller to fill (see UploadStage).
+
+        Reuses a kept stage (waiting for its re-map if its dispatch just finished) or creates
+        one; raises DeviceAllocationError when none can be had.
+        """
+        nbytes = int(nbytes)
+        if nbytes <= 0 or nbytes % 4:
+            raise DeviceAllocationError(f"an upload stage of {nbytes} bytes: size must be a positive multiple of 4")
+        deadline = _perf() + timeout
+        if not self._lock.acquire(timeout=max(0.0, timeout)):
+            raise DeviceAllocationError("the device lock was not free before the deadline", nbytes)
+        try:
+            if self._closed or self._flags.lost:
+                raise DeviceAllocationError("cannot stage an upload: device closed or lost", nbytes)
+            if self._faults is not None and self._faults.hit("alloc"):
+                raise DeviceAllocationError(f"injected allocation failure (stage, {nbytes} bytes)", nbytes)
+            idle = self._stages_idle
+            pick = min((sg for sg in idle if sg.size >= nbytes), key=lambda sg: sg.size, default=None)
+            if pick is not None:
+                idle.remove(pick)
+                cell, pick._cell = pick._cell, None
+                if cell is not None:
+                    if not cell.status:
+                        try:
+                            self._wait(deadline, (cell,), "an upload stage's map")
+                        except DeviceFailure:
+                            nat.forget_cell(cell)
+                            self._free_stage(pick)
+                            raise DeviceAllocationError("an upload stage did not map in time", nbytes) from None
+                    if cell.status != nat.STATUS_SUCCESS:
+                        self._free_stage(pick)
+                        pick = None
+            if pick is None:
+                size = (nbytes + 4095) & ~4095
+                if size > self.limits["max-buffer-size"]:
+                    raise DeviceAllocationError(f"an upload stage of {nbytes} bytes exceeds max-buffer-size", nbytes)
+                mark = self._push()
+                ptr = self._raw_buffer(size, nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC, mapped=True)
+                err = self._pop(mark)
+                if err is not None or ptr == _NULL:
+                    if ptr != _NULL:
+                        self._free_raw_buffer(ptr)
+                    raise DeviceAllocationError(f"an upload stage of {size} bytes: {err}", nbytes)
+                pick = UploadStage(ptr, size)
+                self._stages_live.add(pick)
+            base = _addr(_mapped_range(pick._ptr, 0, pick.size))
+            if base == 0:
+                self._free_stage(pick)
+                raise DeviceAllocationError("an upload stage has no mapped range", nbytes)
+            pick.nbytes = nbytes
+            pick.address = base
+            return pick
+        finally:
+            self._lock.release()
+
+    def unstage(self, stage: UploadStage) -> None:
+        """Hand back a stage that will not be uploaded (it stays mapped for the next stage())."""
+        with self._lock:
+            if stage not in self._stages_live or not stage.address:
+                return
+            stage.address = 0
+            if self._closed or len(self._stages_idle) >= STAGE_KEEP:
+                self._free_stage(stage)
+            else:
+                self._stages_idle.append(stage)
+
+    def _free_stage(self, stage: UploadStage) -> None:
+        """(lock held)"""
+        stage.address = 0
+        if stage in self._stages_live:
+            self._stages_live.discard(stage)
+            if stage._cell is not None and not stage._cell.status:
+                nat.forget_cell(stage._cell)
+            stage._cell = None
+            if not self._closed:
+                self._free_raw_buffer(stage._ptr)
+
+    def _record_uploads(self, enc: Any, uploads: Sequence[tuple[BufferHandle, int, Any]],
+                        deadline: float, stages: list[UploadStage] | None = None) -> tuple[int, _Staging | None]:
         """Record uploads; returns (bytes, staging buffer used or None).
 
-        A batch of at most QUEUE_WRITE_MAX bytes (or any batch when ``enc``
-        is None) goes through wgpuQueueWriteBuffer; a larger one is copied,
-        on several threads, into the device's mapped staging buffer and
-        recorded as copies into ``enc``.
+        An UploadStage item is unmapped, recorded as a copy into ``enc`` and appended to
+        ``stages`` (the caller re-maps or frees it once the submission is in).  Of the array
+        items, a batch of at most QUEUE_WRITE_MAX bytes (or any batch when ``enc`` is None) goes
+        through wgpuQueueWriteBuffer; a larger one is copied, on several threads, into the
+        device's mapped staging buffer and recorded as copies into ``enc``.
         """
         items: list[tuple[BufferHandle, int, np.ndarray, int]] = []
         total = 0
+        staged: list[tuple[BufferHandle, int, UploadStage]] = []
         for h, off, arr in uploads:
+            if isinstance(arr, UploadStage):
+                if enc is None or stages is None or arr not in self._stages_live or not arr.address:
+                    raise DeviceFailure("submit", f"{arr!r} cannot be uploaded here (not owned by the caller)")
+                if h._ptr is None or off < 0 or off % 4 or off + arr.nbytes > h.nbytes:
+                    raise DeviceFailure("submit", f"{arr!r} does not fit {h!r} at offset {off}")
+                staged.append((h, off, arr))
+                continue
             if not isinstance(arr, np.ndarray):
                 arr = np.asarray(arr, dtype=np.uint32)  # lists and the like are words
             if not arr.flags.c_contiguous:
@@ -819,9 +940,16 @@ class GpuDevice:
                                               f"{h!r} (offsets and sizes must be multiples of 4)")
             total += n
             items.append((h, off, arr, n))
+        for h, off, sg in staged:
+            _unmap(sg._ptr)
+            sg.address = 0
+            assert stages is not None
+            stages.append(sg)
+            _copy_b2b(enc, sg._ptr, 0, h._ptr, off, sg.nbytes)
+            total += sg.nbytes
         if not items:
-            return 0, None
-        if enc is None or total <= QUEUE_WRITE_MAX:
+            return total, None
+        if enc is None or sum(item[3] for item in items) <= QUEUE_WRITE_MAX:
             Q = self._Q
             for h, off, arr, n in items:
                 _write_buffer(Q, h._ptr, off, ffi.from_buffer(arr), n)
@@ -851,6 +979,31 @@ class GpuDevice:
             _copy_b2b(enc, st.ptr, pos, h._ptr, off, n)
             pos += (n + 255) & ~255
         return total, st
+
+    def _remap_stages(self, stages: list[UploadStage]) -> None:
+        """After the submission that uploaded them: ask for the stages back (they map once it is
+        done) and keep up to STAGE_KEEP of them for the next stage() (lock held)."""
+        for sg in stages:
+            if len(self._stages_idle) < STAGE_KEEP:
+                sg._cell = self._map(sg._ptr, nat.MAP_WRITE, 0, sg.size)
+                self._stages_idle.append(sg)
+            else:
+                self._free_stage(sg)  # wgpu defers the free until the submission is done
+        stages.clear()
+
+    def _return_unrecorded(self, plan: ExecutePlan, stages: list[UploadStage]) -> None:
+        """After execute, failed or not (lock held): stages recorded but not submitted are freed;
+        stages of the plan never recorded are still mapped and go back to the pool."""
+        for sg in stages:
+            self._free_stage(sg)
+        stages.clear()
+        for _h, _off, item in plan.uploads:
+            if isinstance(item, UploadStage) and item.address and item in self._stages_live:
+                item.address = 0
+                if len(self._stages_idle) < STAGE_KEEP and not self._closed:
+                    self._stages_idle.append(item)
+                else:
+                    self._free_stage(item)
 
     def _remap_staging(self, st: _Staging | None) -> None:
         """Ask for the staging buffer back right after submission: it resolves during the wait."""
@@ -914,6 +1067,7 @@ class GpuDevice:
                 self._push()
             del errors[:]
             st = None
+            stages: list[UploadStage] = []
             enc = None
             up_bytes = seed_bytes = 0
             try:
@@ -925,7 +1079,7 @@ class GpuDevice:
                     else:
                         _write_buffer(self._Q, uniform._ptr, 0, params, 16)
                 if uploads:
-                    up_bytes, st = self._record_uploads(enc, uploads, deadline)
+                    up_bytes, st = self._record_uploads(enc, uploads, deadline, stages)
                     if uploads is not plan.uploads:
                         up_bytes -= 16  # the parameter block rode along; report plan uploads only
                 t1 = _perf()
@@ -962,6 +1116,8 @@ class GpuDevice:
                 cells: tuple[nat.MapCell, ...] = (fence,)
                 if st is not None:
                     self._remap_staging(st)
+                if stages:
+                    self._remap_stages(stages)
                 if ts:
                     cell = self._ts_cell = self._map(self._ts_read, nat.MAP_READ, 0, 16)
                     cells = (fence, cell)
@@ -975,6 +1131,7 @@ class GpuDevice:
                     _release_encoder(enc)
                 for _h, ra in ahead:  # recorded but never submitted
                     self._free_raw_buffer(ra.ptr)
+                self._return_unrecorded(plan, stages)
                 err = self._hot_pop() if (HOT_PATH_SCOPES or errors) else None
             if err is not None:
                 raise DeviceFailure("submit", err, submitted)
@@ -983,6 +1140,7 @@ class GpuDevice:
                 self._discard_transients()
             raise
         finally:
+            self._return_unrecorded(plan, [])
             lock.release()
 
         try:
@@ -1065,6 +1223,7 @@ class GpuDevice:
                 s0 = _perf()
                 self._hot_push()
                 st = None
+                stages: list[UploadStage] = []
                 enc = None
                 cells: tuple[nat.MapCell, ...] = ()
                 try:
@@ -1072,7 +1231,7 @@ class GpuDevice:
                     if stage == "upload":
                         if plan.params is not None:
                             _write_buffer(self._Q, plan.uniform._ptr, 0, plan.params, 16)
-                        up_bytes, st = self._record_uploads(enc, plan.uploads, deadline)
+                        up_bytes, st = self._record_uploads(enc, plan.uploads, deadline, stages)
                     elif stage == "seed":
                         for src, dst, off, n in plan.seeds:
                             if src._ptr is None or dst._ptr is None or off % 4 or n % 4 \
@@ -1105,12 +1264,14 @@ class GpuDevice:
                     fence = self._fence()
                     cells = (fence,)
                     self._remap_staging(st)
+                    self._remap_stages(stages)
                     if ts:
                         cell = self._ts_cell = self._map(self._ts_read, nat.MAP_READ, 0, 16)
                         cells = (fence, cell)
                 finally:
                     if enc is not None:
                         _release_encoder(enc)
+                    self._return_unrecorded(plan, stages)
                     err = self._hot_pop()
                 if err is not None:
                     raise DeviceFailure("submit", f"{stage} submission: {err}", submitted)
@@ -1155,11 +1316,29 @@ class GpuDevice:
         C-contiguous writable array of exactly ``nbytes`` bytes, e.g. a view
         of the host's CPU copy) filled in place.  On an unmap failure after
         the copy the DeviceFailure carries the data in ``.data``.
+        See read_mapped() for a read that leaves the words in the mapped staging buffer.
 
         With READ_SPLIT_PARTS > 1, reads of READ_SPLIT_MIN bytes or more go
         in several submissions, all but the last part through internal helper
         staging buffers, so copying one part out overlaps the next one's DMA.
         """
+        return self._read(src, staging, nbytes, timeout, out, False)
+
+    def read_mapped(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float) -> int:
+        """Read like read(), but leave the words in ``staging``, mapped: returns their host address
+        (also ``staging.mapped``), valid until unmap(staging), release(staging) or the next read
+        through it.  Saves the copy out when the caller copies the words once, elsewhere, anyway."""
+        return self._read(src, staging, nbytes, timeout, None, True)
+
+    def unmap(self, staging: BufferHandle) -> None:
+        """End the mapping read_mapped() left on ``staging`` (no-op when there is none)."""
+        with self._lock:
+            if staging.mapped and staging._ptr is not None and not self._closed:
+                _unmap(staging._ptr)
+            staging.mapped = 0
+
+    def _read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
+              out: np.ndarray | None, keep: bool) -> Any:
         t0 = _perf()
         deadline = t0 + timeout
         faults = self._faults
@@ -1178,8 +1357,11 @@ class GpuDevice:
                 raise DeviceFailure("submit", f"cannot read {nbytes} bytes of {src!r} through {staging!r}")
             if faults is not None and faults.hit("submit"):
                 raise DeviceFailure("submit", "injected submission failure", False)
+            if staging.mapped:
+                _unmap(staging._ptr)
+                staging.mapped = 0
             ahead = self._readahead.pop(src.id, None)
-            if ahead is not None and (ahead.nbytes < nbytes or ahead.cell is None
+            if ahead is not None and (keep or ahead.nbytes < nbytes or ahead.cell is None
                                       or ahead.cell.status != nat.STATUS_SUCCESS):
                 self._readahead[src.id] = ahead
                 self._readahead_drop(src.id)
@@ -1191,17 +1373,18 @@ class GpuDevice:
                 ahead.cell = None
                 self.readahead_hits += 1
             else:
-                parts = self._read_parts(nbytes, staging._ptr)
+                parts = [(staging._ptr, 0, nbytes)] if keep else self._read_parts(nbytes, staging._ptr)
         except DeviceFailure:
             self._lock.release()
             raise
         if ahead is None:
-            return self._read_submitted(src, staging, nbytes, deadline, t0, parts, out)
+            return self._read_submitted(src, staging, nbytes, deadline, t0, parts, out, keep)
         self._lock.release()
         return self._read_finish(src, staging, nbytes, deadline, t0, parts, cells, out, ahead)
 
     def _read_submitted(self, src: BufferHandle, staging: BufferHandle, nbytes: int, deadline: float,
-                        t0: float, parts: list[tuple[Any, int, int]], out: np.ndarray | None) -> np.ndarray:
+                        t0: float, parts: list[tuple[Any, int, int]], out: np.ndarray | None,
+                        keep: bool = False) -> Any:
         """read(): submit the copies of ``parts`` and finish (entered with the lock held)."""
         submitted = False
         cells: list[nat.MapCell] = []
@@ -1229,12 +1412,13 @@ class GpuDevice:
             raise
         finally:
             self._lock.release()
-        return self._read_finish(src, staging, nbytes, deadline, t0, parts, cells, out, None)
+        return self._read_finish(src, staging, nbytes, deadline, t0, parts, cells, out, None, keep)
 
     def _read_finish(self, src: BufferHandle, staging: BufferHandle, nbytes: int, deadline: float,
                      t0: float, parts: list[tuple[Any, int, int]], cells: list[nat.MapCell],
-                     out: np.ndarray | None, ahead: _Readahead | None) -> np.ndarray:
-        """read(): wait for each part's map, copy it out and unmap it (lock not held)."""
+                     out: np.ndarray | None, ahead: _Readahead | None, keep: bool = False) -> Any:
+        """read(): wait for each part's map, copy it out and unmap it (lock not held).
+        With ``keep`` (one part, the caller's staging): leave it mapped and return its address."""
         faults = self._faults
         t1 = _perf()
         t2 = t3 = t1
@@ -1261,6 +1445,10 @@ class GpuDevice:
                     p = _const_mapped_range(buf, boff, n)
                     if p == _NULL:
                         raise DeviceFailure("map", "the mapped range is not available", True)
+                    if keep:
+                        staging.mapped = _addr(p)
+                        done = 1
+                        break
                     t3 = _perf()
                     if out is None:
                         out = np.empty(nbytes // 4, dtype=np.uint32)
@@ -1278,10 +1466,12 @@ class GpuDevice:
         except DeviceFailure:
             self._settle_read(parts[done:], cells[done:], staging, deadline, ahead)
             raise
-        if faults is not None and faults.hit("unmap"):
-            unmap_err = unmap_err or "injected unmap failure"
         self.last_read_timing = {"submit": t1 - t0, "wait": t2 - t1, "copy": copy_s,
                                  "total": _perf() - t0, "parts": float(len(parts))}
+        if keep:
+            return staging.mapped
+        if faults is not None and faults.hit("unmap"):
+            unmap_err = unmap_err or "injected unmap failure"
         if ahead is not None:
             with self._lock:
                 if unmap_err is None and not self._closed and len(self._readahead_idle) < READAHEAD_KEEP:
@@ -1414,7 +1604,8 @@ class GpuDevice:
             bind_group_misses=self._bg_misses,
             internal_staging_bytes=(st.size if st is not None else 0)
             + sum(size for _, size in self._read_helpers)
-            + sum(ra.size for ra in [*self._readahead.values(), *self._readahead_idle]),
+            + sum(ra.size for ra in [*self._readahead.values(), *self._readahead_idle])
+            + sum(sg.size for sg in self._stages_live),
             submissions=self._submissions,
         )
 
@@ -1428,6 +1619,9 @@ class GpuDevice:
             if st is not None and (st.mapped or (st.cell is not None and st.cell.status)):
                 self._staging = None
                 self._free_raw_buffer(st.ptr)
+            for sg in self._stages_idle:
+                self._free_stage(sg)
+            self._stages_idle.clear()
 
     def close(self) -> None:
         """Release everything this device created; idempotent.
@@ -1471,6 +1665,11 @@ class GpuDevice:
                 self._free_raw_buffer(ptr)
             for ra in [*self._readahead.values(), *self._readahead_idle]:
                 self._free_raw_buffer(ra.ptr)
+            for sg in self._stages_live:
+                sg.address = 0
+                self._free_raw_buffer(sg._ptr)
+            self._stages_live.clear()
+            self._stages_idle.clear()
             self._readahead.clear()
             self._readahead_idle.clear()
             if self.has_timestamps:

@@ -1,0 +1,129 @@
+"""The fresh-input round trip at large sizes, step by step: set, dispatch and copy-back as separate
+guest calls and as one call, with the device layer's own sub-timings. JSONL, medians.
+
+python -m bench.fresh_path [--n 10000000] [--kernel twice] [--reps 15] [--allow-software-adapter]
+
+Each variant is one setting of the host's large-transfer switches, alternated in blocks inside this
+one process so that the variants see the same machine state; results are checked after the timers.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from bench.buffer_bench import BenchError, check, kernel_configs
+from bench.common import emit, environment
+from bench.work_guest import KERNEL_IDS, input_values, reference, wat
+from wagogpu import Config, Host, memcopy, residency
+
+
+def _tee_as_two_copies(dsts, src, nbytes, threads=8):
+    """The prestaged set as two concurrent copies (each reads the guest bytes) instead of one pass."""
+    memcopy.copy_many([(d, src, nbytes, threads) for d in dsts])
+
+
+#: (name, {residency switch: value}); the first is the default configuration.
+VARIANTS: list[tuple[str, dict[str, object]]] = [
+    ("default", {}),
+    ("no_prestage", {"PRESTAGE_MIN_BYTES": 1 << 62}),
+    ("no_park", {"PARK_MIN_BYTES": 1 << 62}),
+    ("neither", {"PRESTAGE_MIN_BYTES": 1 << 62, "PARK_MIN_BYTES": 1 << 62}),
+    ("prestage_two_copies", {"tee_bytes": _tee_as_two_copies}),
+]
+
+
+def _apply(switches: dict[str, object], saved: dict[str, object]) -> None:
+    for name, value in saved.items():
+        setattr(residency, name, value)
+    for name, value in switches.items():
+        if hasattr(residency, name):
+            setattr(residency, name, value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000_000)
+    parser.add_argument("--kernel", action="append", choices=sorted(KERNEL_IDS))
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--blocks", type=int, default=3)
+    parser.add_argument("--variant", action="append", choices=[v for v, _ in VARIANTS])
+    parser.add_argument("--allow-software-adapter", action="store_true")
+    args = parser.parse_args(argv)
+    n = args.n
+    host = Host(Config(kernels=kernel_configs(), allow_software_adapter=args.allow_software_adapter,
+                       require_gpu=not args.allow_software_adapter))
+    inst = host.instantiate(host.compile(wat()))
+    inst.call("grow_to", 12 * n // 65536 + 2)
+    x = input_values(n)
+    mem = inst.memory_view().view(np.float32)
+    mem[:n] = x
+    assert inst.call("setup", n) == 0
+    dev = host.device
+    info = dev.info
+    adapter = f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}"
+    saved = {name: getattr(residency, name) for _, sw in VARIANTS for name in sw if hasattr(residency, name)}
+    ok = True
+
+    def correct(got: np.ndarray, want: np.ndarray) -> bool:
+        try:
+            check(kname, got, want)
+            return True
+        except BenchError:
+            return False
+    for kname in args.kernel or ["twice", "polynomial"]:
+        k = KERNEL_IDS[kname]
+        want = reference(kname, x)
+        t0 = time.perf_counter()
+        status = inst.call("sample", k, n)
+        first = time.perf_counter() - t0
+        ok &= status == 0 and correct(mem[2 * n:3 * n], want)
+        rows: dict[str, dict[str, list[float]]] = {}
+        for block in range(args.blocks):
+            for vname, switches in VARIANTS:
+                if args.variant and vname not in args.variant:
+                    continue
+                _apply(switches, saved)
+                row = rows.setdefault(vname, {})
+                for _ in range(2):  # settle hints for this setting
+                    inst.call("sample", k, n)
+                for _ in range(args.reps):
+                    mem[2 * n:3 * n] = 0
+                    t0 = time.perf_counter()
+                    s1 = inst.call("upload", n)
+                    t1 = time.perf_counter()
+                    dev.last_upload_timing = dev.last_read_timing = {}
+                    s2 = inst.call("dispatch", k, n)
+                    t2 = time.perf_counter()
+                    s3 = inst.call("download", n, 8 * n)
+                    t3 = time.perf_counter()
+                    up, rd = dev.last_upload_timing, dev.last_read_timing
+                    # Checked outside the timers.
+                    ok &= correct(mem[2 * n:3 * n], want)
+                    mem[2 * n:3 * n] = 0
+                    t4 = time.perf_counter()
+                    s4 = inst.call("sample", k, n)
+                    t5 = time.perf_counter()
+                    if s1 or s2 or s3 or s4:
+                        raise SystemExit(f"{kname} {vname}: statuses {s1} {s2} {s3} {s4}")
+                    for key, v in (("set", t1 - t0), ("dispatch", t2 - t1), ("copy_back", t3 - t2),
+                                   ("steps_total", t3 - t0), ("one_call_total", t5 - t4),
+                                   *(("up_" + a, b) for a, b in up.items()),
+                                   *(("rd_" + a, b) for a, b in rd.items() if a != "parts")):
+                        row.setdefault(key, []).append(v)
+                    ok &= correct(mem[2 * n:3 * n], want)
+        _apply({}, saved)
+        for vname, row in rows.items():
+            emit({"bench": "fresh_path", "kernel": kname, "elements": n, "variant": vname,
+                  "first_call_ms": round(first * 1e3, 3), "checked": ok,
+                  **{f"{key}_ms": round(statistics.median(v) * 1e3, 4) for key, v in row.items()},
+                  "samples": len(row["set"]), "adapter": adapter, **environment()})
+    host.close()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Large-buffer transfer paths (extensions): a full set that prestages its upload, and a copy-back
+that leaves the readback parked in its mapped staging. Same answers, statuses and counters as the
+plain paths (abi.md §4.3-4.7); only where the bytes wait differs. Thresholds are lowered so that
+small buffers take these paths."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wagogpu import ElementType, Status, residency
+from wagogpu.gpu import FaultInjector
+
+from .conftest import kernel
+from .gpu_support import Guest, gpu_host
+from .guests import runner_kernel
+
+F32 = ElementType.F32
+N = 2048
+TWICE = "(f32.mul $x (f32.const 2))"
+
+
+@pytest.fixture
+def small_thresholds(monkeypatch):
+    monkeypatch.setattr(residency, "PRESTAGE_MIN_BYTES", 4096)
+    monkeypatch.setattr(residency, "PARK_MIN_BYTES", 4096)
+    monkeypatch.setattr(residency, "READAHEAD_MAX_BYTES", 0)
+
+
+def guest() -> Guest:
+    g = Guest(gpu_host(kernels=[kernel(1, "double")]), kernels=runner_kernel("double", 0, 1, TWICE))
+    return g
+
+
+def prepared(g: Guest) -> tuple[int, int]:
+    a, b = g.create(F32, N), g.create(F32, N)
+    g.bind(a, b)
+    return a, b
+
+
+def values(i: int) -> np.ndarray:
+    return (np.arange(N) % 1000 + i).astype(np.float32)
+
+
+def fresh_rounds(g: Guest, a: int, b: int, rounds: int = 4) -> list[tuple]:
+    """set, dispatch, copy back; the counters of each step."""
+    seen = []
+    for i in range(rounds):
+        assert g.set_f32(a, values(i)) == 0
+        assert g.dispatch(1, N) == 0
+        d = g.last
+        assert np.array_equal(g.get_f32(b, N, guest=16384), 2 * values(i))
+        c = g.last
+        seen.append((d.upload_count, d.gpu_upload_bytes, d.logical_upload_bytes, d.device_copy_bytes,
+                     c.download_count, c.gpu_download_bytes, c.logical_download_bytes))
+    return seen
+
+
+def test_fresh_rounds_match_the_plain_paths_counter_for_counter(small_thresholds, monkeypatch) -> None:
+    g = guest()
+    a, b = prepared(g)
+    dev = g.host.device
+    fast = fresh_rounds(g, a, b)
+    assert g.buf(a).stage_hint and g.buf(b).parked is not None
+    assert g.state(b) == "BOTH_CURRENT"
+    fast_totals = g.host.buffer_snapshot().totals
+    g.host.close()
+    monkeypatch.setattr(residency, "PRESTAGE_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(residency, "PARK_MIN_BYTES", 1 << 62)
+    g = guest()
+    a, b = prepared(g)
+    plain = fresh_rounds(g, a, b)
+    assert fast == plain and fast[1] == (1, 4 * N, 4 * N, 0, 1, 4 * N, 4 * N)
+    assert g.host.buffer_snapshot().totals == fast_totals
+    assert dev.closed
+    g.host.close()
+
+
+def test_a_prestaged_set_is_uploaded_from_its_stage(small_thresholds) -> None:
+    g = guest()
+    a, b = prepared(g)
+    assert g.set_f32(a, values(0)) == 0 and g.buf(a).stage is None  # no hint yet
+    assert g.dispatch(1, N) == 0 and g.buf(a).stage_hint
+    reserved = g.inst.buffers.reserved
+    assert g.set_f32(a, values(1)) == 0
+    stage = g.buf(a).stage
+    assert stage is not None and g.inst.buffers.reserved == reserved + 4 * N  # charged while held
+    assert g.host.buffer_snapshot().instances[0].retained_pool_bytes >= 4 * N
+    assert g.dispatch(1, N) == 0 and g.buf(a).stage is None and stage.address == 0
+    assert g.last.upload_count == 1 and g.last.gpu_upload_bytes == 4 * N
+    assert np.array_equal(g.get_f32(b, N), 2 * values(1))
+    g.host.close()
+
+
+def test_a_write_after_the_set_retires_the_stage(small_thresholds) -> None:
+    g = guest()
+    a, b = prepared(g)
+    fresh_rounds(g, a, b, rounds=1)
+    assert g.set_f32(a, values(5)) == 0 and g.buf(a).stage is not None
+    g.inst.call("writeBufferF32", a, 7, 1000.0)  # a scalar write: new version, stage now stale
+    reserved = g.inst.buffers.reserved
+    assert g.dispatch(1, N) == 0
+    want = 2 * values(5)
+    want[7] = 2000.0
+    assert np.array_equal(g.get_f32(b, N), want)
+    assert not g.buf(a).stage_hint or g.buf(a).stage is None
+    assert g.inst.buffers.reserved <= reserved
+    # A partial set after a prestaged one: the upload covers it and the stage is not used.
+    fresh_rounds(g, a, b, rounds=1)
+    assert g.set_f32(a, values(2)) == 0 and g.buf(a).stage is not None
+    assert g.set_f32(a, [99.0], offset=3, guest=40000) == 0
+    assert g.dispatch(1, N) == 0
+    want = 2 * values(2)
+    want[3] = 198.0
+    assert np.array_equal(g.get_f32(b, N), want)
+    g.host.close()
+
+
+def test_a_parked_readback_serves_later_reads_without_another_download(small_thresholds) -> None:
+    g = guest()
+    a, b = prepared(g)
+    fresh_rounds(g, a, b, rounds=1)
+    buf = g.buf(b)
+    assert buf.parked is not None and g.inst.buffers.device.staging is None  # the staging is parked
+    assert np.array_equal(g.get_f32(b, N, guest=4096), 2 * values(0))
+    assert g.last.download_count == 0  # same version: no second readback
+    # A partial copy-back from the parking.
+    assert g.inst.call("copyBuffer32", b, 100, 0, 0, 5) == 0
+    assert np.array_equal(np.frombuffer(g.inst.read_memory(0, 20), np.float32), 2 * values(0)[100:105])
+    # A scalar read needs the CPU bytes: they are copied in from the parking, not read back again.
+    downloads = g.host.buffer_snapshot().totals.download_count
+    assert g.inst.call("readBufferF32", b, 9) == 2 * values(0)[9]
+    assert buf.parked is None and g.state(b) == "BOTH_CURRENT"
+    assert g.inst.buffers.device.staging is not None
+    assert g.host.buffer_snapshot().totals.download_count == downloads
+    g.host.close()
+
+
+def test_parked_then_written_or_partly_set(small_thresholds) -> None:
+    g = guest()
+    a, b = prepared(g)
+    fresh_rounds(g, a, b, rounds=1)
+    # A partial set of the parked buffer keeps the rest of its (GPU-made) contents.
+    assert g.set_f32(b, [5.0], offset=10, guest=40000) == 0
+    want = 2 * values(0)
+    want[10] = 5.0
+    assert g.buf(b).parked is None and np.array_equal(g.get_f32(b, N), want)
+    # A dispatch that writes a parked buffer retires the parking.
+    fresh_rounds(g, a, b, rounds=1)
+    assert g.buf(b).parked is not None
+    assert g.dispatch(1, N) == 0 and g.buf(b).parked is None
+    assert np.array_equal(g.get_f32(b, N), 2 * values(0))
+    g.host.close()
+
+
+def test_quarantine_keeps_parked_contents(small_thresholds) -> None:
+    g = guest()
+    a, b = prepared(g)
+    fresh_rounds(g, a, b, rounds=2)
+    assert g.buf(b).parked is not None and g.set_f32(a, values(3)) == 0 and g.buf(a).stage is not None
+    g.host.device._faults = FaultInjector(fail={"lost": 1})
+    assert g.dispatch(1, N) == Status.CPU_FALLBACK  # the device failed: quarantined, guest's runner next
+    assert g.host.buffer_snapshot().device_state == "QUARANTINED"
+    assert g.buf(b).parked is None and g.buf(a).stage is None
+    assert g.state(a) == "CPU_CURRENT" and g.state(b) == "CPU_CURRENT"
+    # b holds the last committed output (round 2's), copied in from the parking; a the new set.
+    assert np.array_equal(g.get_f32(b, N), 2 * values(1))
+    assert np.array_equal(g.get_f32(a, N), values(3))
+    g.host.close()
+
+
+def test_quarantine_before_the_dispatch_keeps_the_parked_version(small_thresholds) -> None:
+    g = guest()
+    a, b = prepared(g)
+    fresh_rounds(g, a, b, rounds=1)
+    g.host._residency.quarantine("test")
+    assert g.state(b) == "CPU_CURRENT"
+    assert np.array_equal(g.get_f32(b, N), 2 * values(0))
+    g.host.close()
+
+
+def test_free_and_close_release_what_is_held(small_thresholds) -> None:
+    g = guest()
+    before = g.inst.buffers.reserved
+    a, b = prepared(g)
+    fresh_rounds(g, a, b, rounds=2)
+    assert g.set_f32(a, values(1)) == 0
+    assert g.buf(a).stage is not None and g.buf(b).parked is not None
+    assert g.inst.call("freeBuffer", a) == 0 and g.inst.call("freeBuffer", b) == 0
+    g.inst.buffers.release_idle()
+    assert g.inst.buffers.reserved == before
+    g.inst.close()
+    assert g.host.buffer_snapshot().runtime_buffer_bytes == 0
+    g.host.close()
