@@ -18,30 +18,34 @@ import numpy as np
 from bench.buffer_bench import BenchError, check, kernel_configs
 from bench.common import emit, environment
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
-from wagogpu import Config, Host, memcopy, residency
+from wagogpu import Config, Host, buffers, residency
+
+OFF = 1 << 62
+_release_idle = buffers.InstanceBuffers.release_idle
 
 
-def _tee_as_two_copies(dsts, src, nbytes, threads=8):
-    """The prestaged set as two concurrent copies (each reads the guest bytes) instead of one pass."""
-    memcopy.copy_many([(d, src, nbytes, threads) for d in dsts])
+def _evict_everything(self: buffers.InstanceBuffers, need: int | None = None) -> int:
+    """The eviction before this change: any shortfall drops every idle resource."""
+    return _release_idle(self, None)
 
 
-#: (name, {residency switch: value}); the first is the default configuration.
-VARIANTS: list[tuple[str, dict[str, object]]] = [
-    ("default", {}),
-    ("no_prestage", {"PRESTAGE_MIN_BYTES": 1 << 62}),
-    ("no_park", {"PARK_MIN_BYTES": 1 << 62}),
-    ("neither", {"PRESTAGE_MIN_BYTES": 1 << 62, "PARK_MIN_BYTES": 1 << 62}),
-    ("prestage_two_copies", {"tee_bytes": _tee_as_two_copies}),
+#: (name, [(object, attribute, value)]); the first is the default configuration.
+VARIANTS: list[tuple[str, list[tuple[object, str, object]]]] = [
+    ("default", []),
+    ("no_prestage", [(residency, "PRESTAGE_MIN_BYTES", OFF)]),
+    ("no_park", [(residency, "PARK_MIN_BYTES", OFF)]),
+    ("evict_all", [(buffers.InstanceBuffers, "release_idle", _evict_everything)]),
+    ("none_of_them", [(residency, "PRESTAGE_MIN_BYTES", OFF), (residency, "PARK_MIN_BYTES", OFF),
+                      (buffers.InstanceBuffers, "release_idle", _evict_everything)]),
 ]
+_SAVED = {(id(obj), attr): (obj, attr, getattr(obj, attr)) for _, sw in VARIANTS for obj, attr, _ in sw}
 
 
-def _apply(switches: dict[str, object], saved: dict[str, object]) -> None:
-    for name, value in saved.items():
-        setattr(residency, name, value)
-    for name, value in switches.items():
-        if hasattr(residency, name):
-            setattr(residency, name, value)
+def _apply(switches: list[tuple[object, str, object]]) -> None:
+    for obj, attr, value in _SAVED.values():
+        setattr(obj, attr, value)
+    for obj, attr, value in switches:
+        setattr(obj, attr, value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
     dev = host.device
     info = dev.info
     adapter = f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}"
-    saved = {name: getattr(residency, name) for _, sw in VARIANTS for name in sw if hasattr(residency, name)}
     ok = True
 
     def correct(got: np.ndarray, want: np.ndarray) -> bool:
@@ -82,11 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         first = time.perf_counter() - t0
         ok &= status == 0 and correct(mem[2 * n:3 * n], want)
         rows: dict[str, dict[str, list[float]]] = {}
+        counts: dict[str, list[int]] = {}  # device allocations during each copy-back
         for block in range(args.blocks):
             for vname, switches in VARIANTS:
                 if args.variant and vname not in args.variant:
                     continue
-                _apply(switches, saved)
+                _apply(switches)
                 row = rows.setdefault(vname, {})
                 for _ in range(2):  # settle hints for this setting
                     inst.call("sample", k, n)
@@ -96,10 +100,14 @@ def main(argv: list[str] | None = None) -> int:
                     s1 = inst.call("upload", n)
                     t1 = time.perf_counter()
                     dev.last_upload_timing = dev.last_read_timing = {}
+                    t1b = time.perf_counter()
                     s2 = inst.call("dispatch", k, n)
                     t2 = time.perf_counter()
+                    allocs = dev.stats.allocations_total
+                    t2b = time.perf_counter()
                     s3 = inst.call("download", n, 8 * n)
                     t3 = time.perf_counter()
+                    allocs = dev.stats.allocations_total - allocs
                     up, rd = dev.last_upload_timing, dev.last_read_timing
                     # Checked outside the timers.
                     ok &= correct(mem[2 * n:3 * n], want)
@@ -109,17 +117,19 @@ def main(argv: list[str] | None = None) -> int:
                     t5 = time.perf_counter()
                     if s1 or s2 or s3 or s4:
                         raise SystemExit(f"{kname} {vname}: statuses {s1} {s2} {s3} {s4}")
-                    for key, v in (("set", t1 - t0), ("dispatch", t2 - t1), ("copy_back", t3 - t2),
-                                   ("steps_total", t3 - t0), ("one_call_total", t5 - t4),
+                    for key, v in (("set", t1 - t0), ("dispatch", t2 - t1b), ("copy_back", t3 - t2b),
+                                   ("steps_total", t3 - t2b + t2 - t1b + t1 - t0), ("one_call_total", t5 - t4),
                                    *(("up_" + a, b) for a, b in up.items()),
                                    *(("rd_" + a, b) for a, b in rd.items() if a != "parts")):
                         row.setdefault(key, []).append(v)
+                    counts.setdefault(vname, []).append(allocs)
                     ok &= correct(mem[2 * n:3 * n], want)
-        _apply({}, saved)
+        _apply([])
         for vname, row in rows.items():
             emit({"bench": "fresh_path", "kernel": kname, "elements": n, "variant": vname,
                   "first_call_ms": round(first * 1e3, 3), "checked": ok,
                   **{f"{key}_ms": round(statistics.median(v) * 1e3, 4) for key, v in row.items()},
+                  "copy_back_allocations_median": statistics.median(counts[vname]),
                   "samples": len(row["set"]), "adapter": adapter, **environment()})
     host.close()
     return 0 if ok else 1

@@ -507,12 +507,52 @@ def readback_touch(dev: GpuDevice, nbytes: int, reps: int) -> None:
         dev.release(s)
 
 
+def alloc_costs(dev: GpuDevice, nbytes: int, reps: int) -> None:
+    """What re-creating a buffer costs: create, first use, release, for each kind (40 MB)."""
+    src = dev.create_storage(nbytes)
+    dev.write(src, 0, np.arange(nbytes // 4, dtype=np.uint32))
+    warm = dev.create_staging(nbytes)
+    rows: dict[str, list[float]] = {}
+    for i in range(reps + 1):
+        t0 = _perf()
+        st = dev.create_staging(nbytes)
+        t1 = _perf()
+        dev.read_mapped(src, st, nbytes, 10.0)
+        t2 = _perf()
+        dev.release(st)
+        t3 = _perf()
+        dev.read_mapped(src, warm, nbytes, 10.0)
+        t4 = _perf()
+        dev.unmap(warm)
+        t5 = _perf()
+        sto = dev.create_storage(nbytes)
+        t6 = _perf()
+        lib.wgpuDevicePoll(dev._D, 1, NULL)
+        dev.release(sto)
+        t7 = _perf()
+        sg = dev.stage(nbytes)
+        t8 = _perf()
+        dev._lock.acquire()
+        dev._free_stage(sg)
+        dev._lock.release()
+        t9 = _perf()
+        if i:
+            for k, v in (("staging_create", t1 - t0), ("staging_first_read_mapped", t2 - t1),
+                         ("staging_release", t3 - t2), ("staging_warm_read_mapped", t4 - t3),
+                         ("storage_create", t6 - t5), ("storage_release", t7 - t6),
+                         ("stage_create_mapped", t8 - t7), ("stage_release", t9 - t8)):
+                rows.setdefault(k, []).append(v)
+    emit(dev, {"bench": "alloc_costs", "bytes": nbytes, **{k + "_s": med(v) for k, v in rows.items()}})
+    dev.release(src)
+    dev.release(warm)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--software", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--mb", type=int, default=40)
-    ap.add_argument("--only", default="", help="comma list of: memcpy,wait,small,dispatch,fine,read,big,readback,upload,dual,touch")
+    ap.add_argument("--only", default="", help="comma list of: memcpy,wait,small,dispatch,fine,read,big,readback,upload,dual,touch,alloc")
     args = ap.parse_args()
     dev = GpuDevice.open(allow_software_adapter=args.software)
     only = set(args.only.split(",")) if args.only else None
@@ -544,6 +584,8 @@ def main() -> int:
         dual_copy(dev, big, args.reps)
     if want("touch"):
         readback_touch(dev, big, args.reps)
+    if want("alloc"):
+        alloc_costs(dev, big, args.reps)
     if want("upload"):
         upload_breakdown(dev, big, args.reps)
         chunked_upload(dev, big, 2, args.reps)

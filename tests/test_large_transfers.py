@@ -191,3 +191,23 @@ def test_free_and_close_release_what_is_held(small_thresholds) -> None:
     g.inst.close()
     assert g.host.buffer_snapshot().runtime_buffer_bytes == 0
     g.host.close()
+
+
+def test_eviction_frees_only_what_is_needed_readback_first(small_thresholds) -> None:
+    g = guest()
+    a, b = prepared(g)
+    fresh_rounds(g, a, b, rounds=2)
+    assert g.set_f32(a, values(4)) == 0
+    ib, d = g.inst.buffers, g.inst.buffers.device
+    assert g.buf(b).parked is not None and d.idle_outputs and g.buf(a).stage is not None
+    pool = list(d.idle_outputs)
+    reserved = ib.reserved
+    assert ib.release_idle(1) == 4 * N  # the parked readback alone
+    assert g.buf(b).parked is None and d.staging is None and d.idle_outputs == pool
+    assert ib.reserved == reserved - 4 * N and g.buf(a).stage is not None
+    freed = ib.release_idle(4 * N + 1)  # the small buffers, then one idle output
+    assert not d.idle_outputs and d.uniform is None and freed > 4 * N and g.buf(a).stage is not None
+    assert ib.release_idle() == 4 * N and g.buf(a).stage is None  # the stage goes last
+    assert ib.release_idle() == 0
+    assert g.dispatch(1, N) == 0 and np.array_equal(g.get_f32(b, N), 2 * values(4))
+    g.host.close()

@@ -20,14 +20,6 @@ def test_copy_bytes_copies_exactly_the_range(n: int, threads: int) -> None:
     assert not dst[:16].any() and not dst[16 + n:].any()
 
 
-@pytest.mark.parametrize("n", [12, (5 << 20) + 4, (9 << 20) + 12])
-def test_tee_bytes_fills_every_destination(n: int) -> None:
-    src, a, b = _arrays(n)
-    memcopy.tee_bytes((a.ctypes.data + 4, b.ctypes.data), src.ctypes.data, n, 8)
-    assert np.array_equal(a[4:4 + n], src[:n]) and np.array_equal(b[:n], src[:n])
-    assert not a[:4].any() and not a[4 + n:].any() and not b[n:].any()
-
-
 def test_copy_many_runs_each_job() -> None:
     n = (6 << 20) + 8
     src, a, b = _arrays(n)

@@ -11,7 +11,7 @@ import bisect
 import ctypes
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import wasmtime
@@ -189,8 +189,9 @@ class InstanceBuffers:
         self.gpu_charge = 0
         self.device = DeviceResources()
         self.release_device: Callable[[Any], None] = lambda _buf: None
-        # Lets go of a buffer's upload stage and parked readback (set by the host's residency).
-        self.drop_held: Callable[["InstanceBuffers", Buffer], None] = lambda _inst, _buf: None
+        # Lets go of a buffer's upload stage and/or parked readback ("stage", "parked", "all";
+        # set by the host's residency).
+        self.drop_held: Callable[["InstanceBuffers", Buffer, str], None] = lambda _inst, _buf, _what: None
         self.heap = HeapAllocator(self._grow_to)
         self._record_words: memoryview | None = None
         self._slot_words: np.ndarray | None = None
@@ -321,11 +322,14 @@ class InstanceBuffers:
     # -- budgets -------------------------------------------------------------------------------
     def reserve(self, nbytes: int) -> bool:
         """Charge nbytes to this instance and the runtime, evicting idle resources first (§4.9)."""
-        if self.reserved + nbytes > self.max_bytes:
-            self.release_idle()
-        if self.budget.total + nbytes > self.budget.max_bytes:
-            for inst in list(self.budget.instances):
-                inst.release_idle()
+        over = self.reserved + nbytes - self.max_bytes
+        if over > 0:
+            self.release_idle(over)
+        over = self.budget.total + nbytes - self.budget.max_bytes
+        for inst in list(self.budget.instances) if over > 0 else ():
+            over -= inst.release_idle(over)
+            if over <= 0:
+                break
         if self.reserved + nbytes > self.max_bytes or self.budget.total + nbytes > self.budget.max_bytes:
             return False
         self.reserved += nbytes
@@ -346,21 +350,48 @@ class InstanceBuffers:
                 + (UNIFORM_BYTES if d.uniform is not None else 0) + d.conversion_capacity
                 + (2 * ERROR_WORD_BYTES if d.error_word is not None else 0))
 
-    def release_idle(self) -> None:
-        """Drop the pool, staging, uniform and conversion scratch, upload stages and parked
-        readbacks (evictable, never in use)."""
+    def release_idle(self, need: int | None = None) -> int:
+        """Drop evictable resources (none of them in use) until ``need`` bytes are freed, or all of
+        them; returns the bytes freed. Cheapest to lose first: parked readbacks and the readback
+        staging (the next dispatch needs neither), the small per-instance buffers, idle outputs,
+        and upload stages last (they hold guest bytes the next dispatch uploads)."""
+        freed = 0
+        for nbytes, drop in self._evictable():
+            if need is not None and freed >= need:
+                break
+            drop()
+            freed += nbytes
+        return freed
+
+    def _evictable(self) -> Iterator[tuple[int, Callable[[], None]]]:
         d = self.device
-        for buf in self.buffers.values():
-            if buf.stage is not None or buf.parked is not None:
-                self.drop_held(self, buf)
-        for gpu_buf, n in d.idle_outputs:
-            self.release_device(gpu_buf)
-            self.release(n)
-        d.idle_outputs.clear()
+        for buf in [b for b in self.buffers.values() if b.parked is not None]:
+            yield buf.parked[1], lambda buf=buf: self.drop_held(self, buf, "parked")  # type: ignore[index]
+        if d.staging is not None:
+            yield d.staging[1], self._drop_staging
+        small = ((UNIFORM_BYTES if d.uniform is not None else 0) + d.conversion_capacity
+                 + (2 * ERROR_WORD_BYTES if d.error_word is not None else 0))
+        if small:
+            yield small, self._drop_small
+        while d.idle_outputs:
+            yield d.idle_outputs[-1][1], self._drop_idle_output
+        for buf in [b for b in self.buffers.values() if b.stage is not None]:
+            yield buf.stage.nbytes, lambda buf=buf: self.drop_held(self, buf, "stage")
+
+    def _drop_staging(self) -> None:
+        d = self.device
         if d.staging is not None:
             self.release_device(d.staging[0])
             self.release(d.staging[1])
             d.staging = None
+
+    def _drop_idle_output(self) -> None:
+        gpu_buf, n = self.device.idle_outputs.pop()
+        self.release_device(gpu_buf)
+        self.release(n)
+
+    def _drop_small(self) -> None:
+        d = self.device
         if d.uniform is not None:
             self.release_device(d.uniform)
             self.release(UNIFORM_BYTES)
@@ -405,7 +436,7 @@ class InstanceBuffers:
     def free(self, buf: Buffer, retire: bool) -> None:
         """Drop a buffer: its GPU copy is released (or kept charged as retired), slots cleared."""
         if buf.stage is not None or buf.parked is not None:
-            self.drop_held(self, buf)
+            self.drop_held(self, buf, "all")
         del self.buffers[buf.handle]
         slots = self.slots()
         slots[slots == buf.handle] = 0

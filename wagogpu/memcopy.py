@@ -13,13 +13,11 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["copy_bytes", "copy_many", "copy_threads", "tee_bytes"]
+__all__ = ["copy_bytes", "copy_many", "copy_threads"]
 
 #: Copies below this size run on the calling thread.
 PARALLEL_MIN_BYTES = 4 << 20
 _CHUNK_MIN = 1 << 20
-#: tee_bytes copies this much of the source to every destination before moving on (fits in L2).
-TEE_PIECE = 256 << 10
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -70,25 +68,3 @@ def copy_many(jobs: list[tuple[int, int, int, int]]) -> None:
     for f in futures:
         f.result()
 
-
-def _tee(dsts: tuple[int, ...], src: int, nbytes: int) -> None:
-    off = 0
-    while off < nbytes:
-        k = min(TEE_PIECE, nbytes - off)
-        for dst in dsts:
-            _memmove(dst + off, src + off, k)
-        off += k
-
-
-def tee_bytes(dsts: tuple[int, ...], src: int, nbytes: int, threads: int = 8) -> None:
-    """Copy ``nbytes`` from ``src`` to every address in ``dsts``, reading each piece of the source
-    from memory once: each thread copies a cache-sized piece to all destinations in turn."""
-    slices = _pieces(0, 0, nbytes, threads)
-    if len(slices) == 1:
-        _tee(dsts, src, nbytes)
-        return
-    pool = _get_pool()
-    futures = [pool.submit(_tee, tuple(d + off for d in dsts), src + off, n) for off, _, n in slices[1:]]
-    _tee(dsts, src, slices[0][2])
-    for f in futures:
-        f.result()
