@@ -137,3 +137,28 @@ def test_read_mapped_failures_leave_nothing_mapped(make_device, stage_name: str)
     with pytest.raises(DeviceFailure) as err:
         rig.dev.read_mapped(rig.a, rig.st, N * 4, 10.0)
     assert err.value.stage == stage_name and rig.st.mapped == 0
+
+
+def test_a_released_big_staging_is_recycled_by_the_next_of_its_size(make_device) -> None:
+    dev = make_device(None)
+    big = 1 << 20
+    src = dev.create_storage(big)
+    dev.write(src, 0, np.arange(big // 4, dtype=np.uint32))
+    st = dev.create_staging(big)
+    raw = st._ptr
+    dev.read_mapped(src, st, big, 10.0)
+    allocations = dev.stats.allocations_total
+    dev.release(st)  # released while mapped: unmapped and kept
+    assert st.released and st.mapped == 0 and dev.stats.internal_staging_bytes >= big
+    again = dev.create_staging(big)
+    assert again._ptr == raw and again.id != st.id and dev.stats.allocations_total == allocations
+    assert np.array_equal(dev.read(src, again, big, 10.0), np.arange(big // 4, dtype=np.uint32))
+    dev.release(again)
+    other = dev.create_staging(big + 4096)  # another size: a new buffer; the kept one stays until trim
+    assert other._ptr != raw and dev.stats.allocations_total == allocations + 1
+    small = dev.create_staging(4096)
+    dev.release(small)  # below RECYCLE_STAGING_MIN: freed at once
+    kept = dev.stats.internal_staging_bytes
+    dev.trim()
+    assert dev.stats.internal_staging_bytes <= kept - big
+    assert dev.create_staging(big)._ptr is not None and dev.stats.allocations_total == allocations + 3

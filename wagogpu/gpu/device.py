@@ -67,6 +67,10 @@ READAHEAD_MAX_BYTES = 1 << 20
 READAHEAD_KEEP = 8
 #: Upload stages (see stage()) kept mapped for reuse after their dispatch; more are freed.
 STAGE_KEEP = 2
+#: A released readback staging buffer at least this big is kept (one at a time) and handed out
+#: again by the next create_staging() of the same size: on the H200 host freeing a 40 MB one
+#: took ~6 ms and creating one up to ~30 ms, while a budget-bound host re-creates it every call.
+RECYCLE_STAGING_MIN = 1 << 20
 #: Bind groups kept per device (keyed by pipeline and buffer handles).
 BIND_GROUP_CACHE = 256
 #: close() waits this long for a thread that is inside a native call.
@@ -337,6 +341,7 @@ class GpuDevice:
         self._submissions = 0
         self._staging: _Staging | None = None
         self._read_helpers: list[tuple[Any, int]] = []
+        self._recycled_staging: tuple[Any, int] | None = None  # (raw buffer, size), see RECYCLE_STAGING_MIN
         self._readahead: dict[int, _Readahead] = {}  # source buffer id -> mapped copy
         self._readahead_idle: list[_Readahead] = []  # unmapped, ready for the next copy
         self._stages_idle: list[UploadStage] = []  # mapped or re-mapping, ready for stage()
@@ -604,17 +609,23 @@ class GpuDevice:
                                             f"{'closed' if self._closed else 'lost'}", nbytes)
             if self._faults is not None and self._faults.hit("alloc"):
                 raise DeviceAllocationError(f"injected allocation failure ({kind}, {nbytes} bytes)", nbytes)
-            mark = self._push()
-            ptr = self._raw_buffer(size, usage)
-            err = self._pop(mark)
-            if err is not None or ptr == _NULL:
-                if ptr != _NULL:
-                    self._free_raw_buffer(ptr)
-                raise DeviceAllocationError(f"{kind} buffer of {nbytes} bytes: {err or 'no buffer returned'}", nbytes)
+            recycled = self._recycled_staging
+            if kind == "staging" and recycled is not None and recycled[1] == size:
+                ptr = recycled[0]
+                self._recycled_staging = None
+            else:
+                mark = self._push()
+                ptr = self._raw_buffer(size, usage)
+                err = self._pop(mark)
+                if err is not None or ptr == _NULL:
+                    if ptr != _NULL:
+                        self._free_raw_buffer(ptr)
+                    raise DeviceAllocationError(f"{kind} buffer of {nbytes} bytes: {err or 'no buffer returned'}",
+                                                nbytes)
+                self._allocations += 1
             h = BufferHandle(self._new_id(), kind, size, ptr)
             self._buffers[h.id] = h
             self._live_bytes += size
-            self._allocations += 1
             return h
 
     def create_storage(self, nbytes: int) -> BufferHandle:
@@ -642,13 +653,21 @@ class GpuDevice:
             if ptr is None:
                 return
             handle._ptr = None
-            handle.mapped = 0
             if self._buffers.pop(handle.id, None) is None or self._closed:
+                handle.mapped = 0
                 return
             self._live_bytes -= handle.nbytes
             self._readahead_drop(handle.id)
             self._drop_bind_groups(lambda key: handle.id in key[1:])
-            self._free_raw_buffer(ptr)
+            if handle.kind == "staging" and handle.nbytes >= RECYCLE_STAGING_MIN and not self._flags.lost:
+                if handle.mapped:
+                    _unmap(ptr)
+                old, self._recycled_staging = self._recycled_staging, (ptr, handle.nbytes)
+                if old is not None:
+                    self._free_raw_buffer(old[0])
+            else:
+                self._free_raw_buffer(ptr)
+            handle.mapped = 0
 
     # ------------------------------------------------------------ pipelines
 
@@ -1603,6 +1622,7 @@ class GpuDevice:
             bind_group_hits=self._bg_hits,
             bind_group_misses=self._bg_misses,
             internal_staging_bytes=(st.size if st is not None else 0)
+            + (self._recycled_staging[1] if self._recycled_staging is not None else 0)
             + sum(size for _, size in self._read_helpers)
             + sum(ra.size for ra in [*self._readahead.values(), *self._readahead_idle])
             + sum(sg.size for sg in self._stages_live),
@@ -1610,7 +1630,8 @@ class GpuDevice:
         )
 
     def trim(self) -> None:
-        """Release the device's own staging buffers (upload, read helper); call under memory pressure."""
+        """Release the device's own spare buffers (upload staging and stages, read helper, recycled
+        readback staging); call under memory pressure."""
         self._drop_read_helper()
         with self._lock:
             if self._closed:
@@ -1622,6 +1643,9 @@ class GpuDevice:
             for sg in self._stages_idle:
                 self._free_stage(sg)
             self._stages_idle.clear()
+            recycled, self._recycled_staging = self._recycled_staging, None
+            if recycled is not None:
+                self._free_raw_buffer(recycled[0])
 
     def close(self) -> None:
         """Release everything this device created; idempotent.
@@ -1663,6 +1687,9 @@ class GpuDevice:
             helpers, self._read_helpers = self._read_helpers, []
             for ptr, _ in helpers:
                 self._free_raw_buffer(ptr)
+            if self._recycled_staging is not None:
+                self._free_raw_buffer(self._recycled_staging[0])
+                self._recycled_staging = None
             for ra in [*self._readahead.values(), *self._readahead_idle]:
                 self._free_raw_buffer(ra.ptr)
             for sg in self._stages_live:
