@@ -35,6 +35,7 @@ VARIANTS: list[tuple[str, list[tuple[object, str, object]]]] = [
     ("no_prestage", [(residency, "PRESTAGE_MIN_BYTES", OFF)]),
     ("no_park", [(residency, "PARK_MIN_BYTES", OFF)]),
     ("evict_all", [(buffers.InstanceBuffers, "release_idle", _evict_everything)]),
+    ("set_threads_8_8", [(residency, "SET_COPY_THREADS", (8, 8))]),
     ("none_of_them", [(residency, "PRESTAGE_MIN_BYTES", OFF), (residency, "PARK_MIN_BYTES", OFF),
                       (buffers.InstanceBuffers, "release_idle", _evict_everything)]),
 ]
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(args.reps):
                     mem[2 * n:3 * n] = 0
                     t0 = time.perf_counter()
+                    host._residency.last_set_timing = {}
                     s1 = inst.call("upload", n)
                     t1 = time.perf_counter()
                     dev.last_upload_timing = dev.last_read_timing = {}
@@ -109,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     t3 = time.perf_counter()
                     allocs = dev.stats.allocations_total - allocs
                     up, rd = dev.last_upload_timing, dev.last_read_timing
+                    st = host._residency.last_set_timing
                     # Checked outside the timers.
                     ok &= correct(mem[2 * n:3 * n], want)
                     mem[2 * n:3 * n] = 0
@@ -120,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                     for key, v in (("set", t1 - t0), ("dispatch", t2 - t1b), ("copy_back", t3 - t2b),
                                    ("steps_total", t3 - t2b + t2 - t1b + t1 - t0), ("one_call_total", t5 - t4),
                                    *(("up_" + a, b) for a, b in up.items()),
+                                   *(("set_" + a, b) for a, b in st.items()),
                                    *(("rd_" + a, b) for a, b in rd.items() if a != "parts")):
                         row.setdefault(key, []).append(v)
                     counts.setdefault(vname, []).append(allocs)
