@@ -125,16 +125,14 @@ class Residency:
         if buf.parked is not None:
             self._unpark(inst, buf)
         stage, buf.stage = buf.stage, None
-        if stage is None and buf.stage_hint and nbytes >= PRESTAGE_MIN_BYTES and buf.stored_bytes == 4 \
-                and self.usable and inst.reserve(nbytes):
-            t1 = time.perf_counter()
+        reserved = stage is None and buf.stage_hint and nbytes >= PRESTAGE_MIN_BYTES and buf.stored_bytes == 4 \
+            and self.usable and inst.reserve(nbytes)
+        t1 = time.perf_counter()
+        if reserved:
             try:
                 stage = self.device.stage(nbytes)
             except (DeviceAllocationError, DeviceFailure):
                 inst.release(nbytes)
-                stage = None
-        else:
-            t1 = time.perf_counter()
         t2 = time.perf_counter()
         if stage is None:
             copy_bytes(cpu, guest, nbytes)

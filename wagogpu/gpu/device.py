@@ -172,7 +172,8 @@ class ComputePipeline:
 class ExecutePlan:
     """One GPU dispatch transaction (abi.md §4.6 step 6).
 
-    ``uploads`` are (buffer, byte_offset, array) written before the seeds;
+    ``uploads`` are (buffer, byte_offset, array or UploadStage) written before the seeds (a
+    stage is consumed: the plan's submission re-maps it for a later stage(), a failure frees it);
     ``seeds`` are (src, dst, byte_offset, nbytes) device copies at the same
     offset in both buffers, recorded before the compute pass; ``workgroups``
     (x, y) is the grid (x, y ≤ max-compute-workgroups-per-dimension).
@@ -189,7 +190,7 @@ class ExecutePlan:
     uniform: BufferHandle
     params: bytes | None = None
     storage: Sequence[BufferHandle] = ()
-    uploads: Sequence[tuple[BufferHandle, int, np.ndarray]] = ()
+    uploads: Sequence[tuple[BufferHandle, int, np.ndarray | UploadStage]] = ()
     seeds: Sequence[tuple[BufferHandle, BufferHandle, int, int]] = ()
     workgroups: tuple[int, int] = (1, 1)
     separate_stages: bool = False
@@ -905,13 +906,16 @@ class GpuDevice:
     def unstage(self, stage: UploadStage) -> None:
         """Hand back a stage that will not be uploaded (it stays mapped for the next stage())."""
         with self._lock:
-            if stage not in self._stages_live or not stage.address:
-                return
-            stage.address = 0
-            if self._closed or len(self._stages_idle) >= STAGE_KEEP:
-                self._free_stage(stage)
-            else:
-                self._stages_idle.append(stage)
+            if stage in self._stages_live and stage.address:
+                self._pool_stage(stage)
+
+    def _pool_stage(self, stage: UploadStage) -> None:
+        """A mapped stage nobody owns: keep it for the next stage() or free it (lock held)."""
+        stage.address = 0
+        if self._closed or len(self._stages_idle) >= STAGE_KEEP:
+            self._free_stage(stage)
+        else:
+            self._stages_idle.append(stage)
 
     def _free_stage(self, stage: UploadStage) -> None:
         """(lock held)"""
@@ -1018,11 +1022,7 @@ class GpuDevice:
         stages.clear()
         for _h, _off, item in plan.uploads:
             if isinstance(item, UploadStage) and item.address and item in self._stages_live:
-                item.address = 0
-                if len(self._stages_idle) < STAGE_KEEP and not self._closed:
-                    self._stages_idle.append(item)
-                else:
-                    self._free_stage(item)
+                self._pool_stage(item)
 
     def _remap_staging(self, st: _Staging | None) -> None:
         """Ask for the staging buffer back right after submission: it resolves during the wait."""
