@@ -7,7 +7,7 @@ mkdir -p "$out"
 export WAGO_GPU_TEST=1
 python3 -m wagogpu info > "$out/info.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv > "$out/nvidia-smi.txt" 2>&1
-python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests/test_gpu_dispatch.py tests/test_differential.py tests/test_legacy.py tests/gpu tests/test_examples.py} > "$out/gpu_tests.txt" 2>&1
+python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests/test_gpu_dispatch.py tests/test_differential.py tests/test_legacy.py tests/gpu tests/test_examples.py tests/test_large_transfers.py} > "$out/gpu_tests.txt" 2>&1
 echo "tests rc=$?" >> "$out/gpu_tests.txt"
 if [ -z "${SKIP_BENCH:-}" ]; then
   python3 -m bench.buffer_bench --repeats 5 --ladder polynomial --ladder twice --out "$out/buffer_bench.jsonl" > /dev/null 2> "$out/buffer_bench.err"
@@ -17,6 +17,7 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   python3 -m bench.compile > "$out/compile.jsonl" 2> "$out/compile.err"
   python3 -m bench.gpu_backend > "$out/gpu_backend.jsonl" 2> "$out/gpu_backend.err"
   [ -f bench/mandelbrot.py ] && python3 -m bench.mandelbrot > "$out/mandelbrot.jsonl" 2> "$out/mandelbrot.err"
+  python3 -m bench.fresh_path > "$out/fresh_path.jsonl" 2> "$out/fresh_path.err"
   ${EXTRA:-true}
 fi
 tail -3 "$out/gpu_tests.txt"
