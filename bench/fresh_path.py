@@ -36,6 +36,7 @@ VARIANTS: list[tuple[str, list[tuple[object, str, object]]]] = [
     ("no_park", [(residency, "PARK_MIN_BYTES", OFF)]),
     ("evict_all", [(buffers.InstanceBuffers, "release_idle", _evict_everything)]),
     ("set_threads_8_8", [(residency, "SET_COPY_THREADS", (8, 8))]),
+
     ("none_of_them", [(residency, "PRESTAGE_MIN_BYTES", OFF), (residency, "PARK_MIN_BYTES", OFF),
                       (buffers.InstanceBuffers, "release_idle", _evict_everything)]),
 ]

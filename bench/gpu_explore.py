@@ -547,12 +547,41 @@ def alloc_costs(dev: GpuDevice, nbytes: int, reps: int) -> None:
     dev.release(warm)
 
 
+def stage_execute(dev: GpuDevice, n: int, reps: int) -> None:
+    """Where a 10M dispatch with a prestaged input spends its time: execute with the input already
+    resident, with a stage upload, with an array upload; ExecuteResult's phase split."""
+    from gpu_backend import WGSL_X2, grid, params  # type: ignore  # (bench/ is on sys.path)
+
+    pipe = dev.pipeline(WGSL_X2, [True, False])
+    a, b, u = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform()
+    x = np.arange(n, dtype=np.uint32)
+    rows: dict[str, list[float]] = {}
+    for i in range(reps + 2):
+        for mode in ("resident", "stage", "array"):
+            uploads = []
+            if mode == "stage":
+                sg = dev.stage(n * 4)
+                ffi.memmove(ffi.cast("char *", sg.address), ffi.from_buffer(x), n * 4)
+                uploads = [(a, 0, sg)]
+            elif mode == "array":
+                uploads = [(a, 0, x)]
+            t0 = _perf()
+            r = dev.execute(ExecutePlan(pipe, u, params(n), [a, b], uploads, [], grid(n)), 10.0)
+            t1 = _perf()
+            if i >= 2:
+                for k, v in (("total", t1 - t0), ("upload_s", r.upload_s), ("compute_s", r.compute_s)):
+                    rows.setdefault(f"{mode}_{k}", []).append(v)
+    emit(dev, {"bench": "stage_execute", "elements": n, **{k: med(v) for k, v in rows.items()}})
+    for h in (a, b, u):
+        dev.release(h)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--software", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--mb", type=int, default=40)
-    ap.add_argument("--only", default="", help="comma list of: memcpy,wait,small,dispatch,fine,read,big,readback,upload,dual,touch,alloc")
+    ap.add_argument("--only", default="", help="comma list of: memcpy,wait,small,dispatch,fine,read,big,readback,upload,dual,touch,alloc,stage")
     args = ap.parse_args()
     dev = GpuDevice.open(allow_software_adapter=args.software)
     only = set(args.only.split(",")) if args.only else None
@@ -584,6 +613,8 @@ def main() -> int:
         dual_copy(dev, big, args.reps)
     if want("touch"):
         readback_touch(dev, big, args.reps)
+    if want("stage"):
+        stage_execute(dev, big // 4, args.reps)
     if want("alloc"):
         alloc_costs(dev, big, args.reps)
     if want("upload"):

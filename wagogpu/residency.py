@@ -34,8 +34,8 @@ PRESTAGE_MIN_BYTES = 4 << 20
 #: readback staging ("parked") and copies them to the guest from there, skipping the copy into
 #: the CPU copy; scalar access, fallback, partial sets and quarantine copy them in when needed.
 PARK_MIN_BYTES = 4 << 20
-#: Threads for a prestaged set's two copies (into the CPU copy, into the stage): on the H200 host
-#: 4 + 4 beat 8 + 8 (1.7-1.8 against 2.0 ms for 40 MB; the PCIe write saturates with few threads).
+#: Threads for a prestaged set's two copies (into the CPU copy, into the stage). On the H200 host
+#: (40 MB, the whole set): 4 + 4 took 2.54-2.78 ms, 6 + 4 2.70, 8 + 8 2.76, 6 + 2 3.51, 8 + 2 3.62.
 SET_COPY_THREADS = (4, 4)
 
 # Stored-format dtype per stored width, for narrowing words on readback and widening on upload.
