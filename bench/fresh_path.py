@@ -34,10 +34,13 @@ VARIANTS: list[tuple[str, list[tuple[object, str, object]]]] = [
     ("default", []),
     ("no_prestage", [(residency, "PRESTAGE_MIN_BYTES", OFF)]),
     ("no_park", [(residency, "PARK_MIN_BYTES", OFF)]),
-    ("evict_all", [(buffers.InstanceBuffers, "release_idle", _evict_everything)]),
+    ("no_in_place", [(residency, "IN_PLACE_OUTPUTS", False)]),
+    ("no_in_place_evict_all", [(residency, "IN_PLACE_OUTPUTS", False),
+                               (buffers.InstanceBuffers, "release_idle", _evict_everything)]),
     ("set_threads_8_8", [(residency, "SET_COPY_THREADS", (8, 8))]),
 
     ("none_of_them", [(residency, "PRESTAGE_MIN_BYTES", OFF), (residency, "PARK_MIN_BYTES", OFF),
+                      (residency, "IN_PLACE_OUTPUTS", False),
                       (buffers.InstanceBuffers, "release_idle", _evict_everything)]),
 ]
 _SAVED = {(id(obj), attr): (obj, attr, getattr(obj, attr)) for _, sw in VARIANTS for obj, attr, _ in sw}

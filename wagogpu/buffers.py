@@ -352,12 +352,14 @@ class InstanceBuffers:
 
     def release_idle(self, need: int | None = None) -> int:
         """Drop evictable resources (none of them in use) until ``need`` bytes are freed, or all of
-        them; returns the bytes freed. Cheapest to lose first: parked readbacks and the readback
-        staging (the next dispatch needs neither), the small per-instance buffers, idle outputs,
-        and upload stages last (they hold guest bytes the next dispatch uploads)."""
+        them; returns the bytes freed. The small per-instance buffers go with any eviction (so the
+        next dispatch re-uploads its parameter block, as after the reference's evict-everything),
+        then the cheapest to lose first: the readback staging, idle outputs, upload stages (the
+        next dispatch uploads from the CPU copy instead) and parked readbacks last (each is first
+        copied into its CPU copy)."""
         freed = 0
         for nbytes, drop in self._evictable():
-            if need is not None and freed >= need:
+            if need is not None and freed >= need > 0:
                 break
             drop()
             freed += nbytes
@@ -365,18 +367,18 @@ class InstanceBuffers:
 
     def _evictable(self) -> Iterator[tuple[int, Callable[[], None]]]:
         d = self.device
-        for buf in [b for b in self.buffers.values() if b.parked is not None]:
-            yield buf.parked[1], lambda buf=buf: self.drop_held(self, buf, "parked")  # type: ignore[index]
-        if d.staging is not None:
-            yield d.staging[1], self._drop_staging
         small = ((UNIFORM_BYTES if d.uniform is not None else 0) + d.conversion_capacity
                  + (2 * ERROR_WORD_BYTES if d.error_word is not None else 0))
         if small:
             yield small, self._drop_small
+        if d.staging is not None:
+            yield d.staging[1], self._drop_staging
         while d.idle_outputs:
             yield d.idle_outputs[-1][1], self._drop_idle_output
         for buf in [b for b in self.buffers.values() if b.stage is not None]:
             yield buf.stage.nbytes, lambda buf=buf: self.drop_held(self, buf, "stage")
+        for buf in [b for b in self.buffers.values() if b.parked is not None]:
+            yield buf.parked[1], lambda buf=buf: self.drop_held(self, buf, "parked")  # type: ignore[index]
 
     def _drop_staging(self) -> None:
         d = self.device

@@ -2,6 +2,7 @@
 quarantine latch (abi.md §4.3-4.7). Runs under the host lock; knows buffers, not Wasm."""
 from __future__ import annotations
 
+import ctypes
 import struct
 import time
 from dataclasses import dataclass
@@ -34,6 +35,10 @@ PRESTAGE_MIN_BYTES = 4 << 20
 #: readback staging ("parked") and copies them to the guest from there, skipping the copy into
 #: the CPU copy; scalar access, fallback, partial sets and quarantine copy them in when needed.
 PARK_MIN_BYTES = 4 << 20
+#: A dispatch that overwrites a whole output whose current contents are parked writes the
+#: committed copy itself instead of a scratch (the parking is the way back on failure), so a
+#: budget-bound round trip needs no scratch and evicts nothing.
+IN_PLACE_OUTPUTS = True
 #: Threads for a prestaged set's two copies (into the CPU copy, into the stage). On the H200 host
 #: (40 MB, the whole set): 4 + 4 took 2.54-2.78 ms, 6 + 4 2.70, 8 + 8 2.76, 6 + 2 3.51, 8 + 2 3.62.
 SET_COPY_THREADS = (4, 4)
@@ -110,12 +115,17 @@ class Residency:
 
     # -- upload stages and parked readbacks (extensions; see PRESTAGE_MIN_BYTES, PARK_MIN_BYTES) --
     def drop_held(self, inst: InstanceBuffers, buf: Buffer, what: str = "all") -> None:
-        """Let go of buf's upload stage (unused: stop prestaging it) and/or its parked readback
-        ("stage", "parked": evicted, its staging released; "all": the staging is kept for reuse)."""
+        """Let go of buf's upload stage (unused: stop prestaging it) and/or its parked readback.
+        "stage" and "parked" evict: a parked readback of the current version is first copied into
+        the CPU copy (the buffer stays CPU-current, as a plain readback leaves it) and its staging
+        is released. "all" (the buffer is being freed) keeps the staging for the next readback."""
         if what != "parked":
             stage, buf.stage = buf.stage, None
             self._drop_stage(inst, buf, stage)
         if what != "stage" and buf.parked is not None:
+            if what == "parked" and inst.parked_valid(buf) and not inst.flags(buf) & acc.CPU_CURRENT \
+                    and self.device is not None and not self.device.closed:
+                self._materialize(inst, buf)
             self._unpark(inst, buf, keep=what == "all")
 
     def set_copy(self, inst: InstanceBuffers, buf: Buffer, cpu: int, guest: int, nbytes: int) -> UploadStage | None:
@@ -283,8 +293,15 @@ class Residency:
         outputs: dict[int, tuple[Any, int]] = {}
         storage: list[Any] = []
         readahead: list[Any] = []
+        # Outputs written in place (see below), with their parked readbacks held aside meanwhile.
+        in_place: dict[int, tuple[Buffer, tuple[Any, int]]] = {}
+
+        def reattach() -> None:
+            for held_buf, parked in in_place.values():
+                held_buf.parked = parked
 
         def unwind(status: int) -> int:
+            reattach()
             for _b, _s, _e, words in uploads:
                 if isinstance(words, UploadStage):
                     dev.unstage(words)  # its charge is in transient
@@ -318,6 +335,16 @@ class Residency:
                     uploads.append((buf, start, end, words))
             if written:
                 size = buf.gpu_bytes
+                if IN_PLACE_OUTPUTS and replace and not plan.error_word and buf.gpu is not None \
+                        and buf.parked is not None and inst.parked_valid(buf) and inst.flags(buf) & acc.GPU_CURRENT:
+                    # The current contents are safe on the host (parked): the kernel may write the
+                    # committed copy itself, and no scratch is needed. A failure restores from the
+                    # parking (quarantine copies it in; a late cancellation writes it back).
+                    in_place[slot] = (buf, buf.parked)
+                    buf.parked = None  # held aside: no reservation below may evict it
+                    outputs[slot] = (buf.gpu, size)
+                    storage.append(buf.gpu)
+                    continue
                 scratch = None
                 for i, (gpu_buf, n) in enumerate(d.idle_outputs):
                     if n == size:
@@ -389,6 +416,7 @@ class Residency:
             d.retired_bytes += transient
             transient = 0
             self._retire(d, acquired)
+            reattach()
             self.quarantine(f"dispatch failed at {exc.stage}: {exc}")
             return Status.CANCELLED if exc.timed_out or time.perf_counter() >= deadline else Status.DEVICE_ERROR
         inst.release(transient)
@@ -434,24 +462,29 @@ class Residency:
             op.reason = f"kernel error word {kernel_error}"
             return unwind(KERNEL_FALLBACK)
         if time.perf_counter() >= deadline:
-            return unwind(Status.CANCELLED)
+            return self._restore_in_place(inst, in_place, unwind(Status.CANCELLED))
         if dev.is_lost():
             self._retire(d, acquired)
+            reattach()
             self.quarantine("device lost after dispatch")
             return Status.DEVICE_ERROR
         # Single commit: every written slot switches to its scratch together.
         t0 = time.perf_counter()
+        reattach()  # stale from here on: the loop below lets them go
         for slot, (scratch, size) in outputs.items():
             buf = slot_buffers[slot]
-            if buf.gpu is not None:
+            if slot in in_place:
+                pass  # the committed copy was written in place
+            elif buf.gpu is not None:
                 if len(d.idle_outputs) < MAX_IDLE_OUTPUTS:
                     d.idle_outputs.append((buf.gpu, size))
                 else:
                     self.release_device_buffer(buf.gpu)
                     inst.release(size)
                 inst.gpu_charge -= size
-            buf.gpu = scratch
-            inst.gpu_charge += size
+            if slot not in in_place:
+                buf.gpu = scratch
+                inst.gpu_charge += size
             if buf.parked is not None:
                 self._unpark(inst, buf)
             if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
@@ -461,6 +494,20 @@ class Residency:
             inst.bump_version(buf)
         op.commit += time.perf_counter() - t0
         return Status.OK
+
+    def _restore_in_place(self, inst: InstanceBuffers, in_place: dict[int, tuple[Buffer, tuple[Any, int]]],
+                          status: int) -> int:
+        """A dispatch that completed but publishes nothing (cancelled late): outputs written in
+        place get their committed contents back from the parking (a failure here quarantines,
+        which copies the parking into the CPU copy instead)."""
+        for buf, (staging, _size) in in_place.values():
+            words = np.frombuffer((ctypes.c_uint32 * (buf.gpu_bytes // 4)).from_address(staging.mapped), np.uint32)
+            try:
+                self.device.write(buf.gpu, 0, words)
+            except DeviceFailure as exc:
+                self.quarantine(f"restoring an output written in place failed: {exc}")
+                break
+        return status
 
     @staticmethod
     def _retire(d: DeviceResources, acquired: list[tuple[Any, int]]) -> None:
