@@ -280,7 +280,8 @@ class Residency:
     # -- the dispatch transaction ----------------------------------------------------------
     def run_dispatch(self, inst: InstanceBuffers, plan: DispatchPlan, slot_buffers: dict[int, Buffer],
                      count: int, deadline: float, op: BufferOperation) -> int:
-        """§4.6: outputs go to private scratch and are committed together after completion."""
+        """§4.6: outputs go to private scratch and are committed together after completion (an
+        output whose current contents are parked may be written in place: see IN_PLACE_OUTPUTS)."""
         self.check_loss()
         if not self.usable:
             return Status.CONTENTS_LOST
@@ -473,16 +474,14 @@ class Residency:
         reattach()  # stale from here on: the loop below lets them go
         for slot, (scratch, size) in outputs.items():
             buf = slot_buffers[slot]
-            if slot in in_place:
-                pass  # the committed copy was written in place
-            elif buf.gpu is not None:
-                if len(d.idle_outputs) < MAX_IDLE_OUTPUTS:
-                    d.idle_outputs.append((buf.gpu, size))
-                else:
-                    self.release_device_buffer(buf.gpu)
-                    inst.release(size)
-                inst.gpu_charge -= size
-            if slot not in in_place:
+            if slot not in in_place:  # (written in place: the committed copy already is the output)
+                if buf.gpu is not None:
+                    if len(d.idle_outputs) < MAX_IDLE_OUTPUTS:
+                        d.idle_outputs.append((buf.gpu, size))
+                    else:
+                        self.release_device_buffer(buf.gpu)
+                        inst.release(size)
+                    inst.gpu_charge -= size
                 buf.gpu = scratch
                 inst.gpu_charge += size
             if buf.parked is not None:
