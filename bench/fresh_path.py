@@ -38,7 +38,7 @@ VARIANTS: list[tuple[str, list[tuple[object, str, object]]]] = [
     ("no_in_place_evict_all", [(residency, "IN_PLACE_OUTPUTS", False),
                                (buffers.InstanceBuffers, "release_idle", _evict_everything)]),
     ("set_threads_8_8", [(residency, "SET_COPY_THREADS", (8, 8))]),
-    ("from_1_mib", [(residency, "PRESTAGE_MIN_BYTES", 1 << 20), (residency, "PARK_MIN_BYTES", 1 << 20)]),
+    ("from_4_mib", [(residency, "PRESTAGE_MIN_BYTES", 4 << 20), (residency, "PARK_MIN_BYTES", 4 << 20)]),
 
     ("none_of_them", [(residency, "PRESTAGE_MIN_BYTES", OFF), (residency, "PARK_MIN_BYTES", OFF),
                       (residency, "IN_PLACE_OUTPUTS", False),

@@ -18,7 +18,7 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   python3 -m bench.gpu_backend > "$out/gpu_backend.jsonl" 2> "$out/gpu_backend.err"
   [ -f bench/mandelbrot.py ] && python3 -m bench.mandelbrot > "$out/mandelbrot.jsonl" 2> "$out/mandelbrot.err"
   python3 -m bench.fresh_path > "$out/fresh_path.jsonl" 2> "$out/fresh_path.err"
-  python3 -m bench.fresh_path --n 1000000 --reps 20 --variant default --variant from_1_mib --variant none_of_them > "$out/fresh_path_1m.jsonl" 2>> "$out/fresh_path.err"
+  python3 -m bench.fresh_path --n 1000000 --reps 20 --variant default --variant from_4_mib --variant none_of_them > "$out/fresh_path_1m.jsonl" 2>> "$out/fresh_path.err"
   ${EXTRA:-true}
 fi
 tail -3 "$out/gpu_tests.txt"
