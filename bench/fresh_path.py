@@ -18,7 +18,7 @@ import numpy as np
 from bench.buffer_bench import BenchError, check, kernel_configs
 from bench.common import emit, environment
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
-from wagogpu import Config, Host, buffers, residency
+from wagogpu import Config, Host, buffers, memcopy, residency
 
 OFF = 1 << 62
 _release_idle = buffers.InstanceBuffers.release_idle
@@ -27,6 +27,13 @@ _release_idle = buffers.InstanceBuffers.release_idle
 def _evict_everything(self: buffers.InstanceBuffers, need: int | None = None) -> int:
     """The eviction before this change: any shortfall drops every idle resource."""
     return _release_idle(self, None)
+
+
+_copy_threads = memcopy.copy_threads
+
+
+def _twice_the_threads(default: int = 8) -> int:
+    return _copy_threads(2 * default)
 
 
 #: (name, [(object, attribute, value)]); the first is the default configuration.
@@ -39,6 +46,7 @@ VARIANTS: list[tuple[str, list[tuple[object, str, object]]]] = [
                                (buffers.InstanceBuffers, "release_idle", _evict_everything)]),
     ("set_threads_8_8", [(residency, "SET_COPY_THREADS", (8, 8))]),
     ("from_4_mib", [(residency, "PRESTAGE_MIN_BYTES", 4 << 20), (residency, "PARK_MIN_BYTES", 4 << 20)]),
+    ("copy_threads_x2", [(memcopy, "copy_threads", _twice_the_threads)]),
 
     ("none_of_them", [(residency, "PRESTAGE_MIN_BYTES", OFF), (residency, "PARK_MIN_BYTES", OFF),
                       (residency, "IN_PLACE_OUTPUTS", False),
