@@ -2,7 +2,8 @@
 
 A small, fast, failure-honest device layer: adapter choice, buffers,
 pipelines cached by WGSL text, one-submission dispatch transactions, staged
-readbacks, GPU timestamps and fault injection for tests.  It knows nothing of
+readbacks (copied out, or left mapped for the caller), upload stages the caller
+fills ahead of a dispatch, GPU timestamps and fault injection for tests.  It knows nothing of
 Wasm; the host (buffers.py) keeps buffer states and byte budgets on top of it.
 """
 
