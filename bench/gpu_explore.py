@@ -24,6 +24,7 @@ from wagogpu.gpu import ExecutePlan, GpuDevice  # noqa: E402
 from wagogpu import memcopy as _copy  # noqa: E402
 from wagogpu.gpu import _native as nat, device as devmod  # noqa: E402
 from wagogpu.gpu._native import ffi, lib  # noqa: E402
+from bench.gpu_backend import WGSL_X2, grid, params  # noqa: E402
 
 _perf = time.perf_counter
 NULL = ffi.NULL
@@ -35,6 +36,14 @@ def emit(dev: GpuDevice, rec: dict) -> None:
 
 def med(xs: list[float]) -> float:
     return statistics.median(xs)
+
+
+def x2_rig(dev: GpuDevice, n: int, staging: bool = False) -> tuple:
+    """The doubling pipeline, an input, an output and the uniform of n words (and a readback staging)."""
+    bufs = [dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform()]
+    if staging:
+        bufs.append(dev.create_staging(n * 4))
+    return dev.pipeline(WGSL_X2, [True, False]), bufs
 
 
 def submit_copy(dev: GpuDevice, src, sof: int, dst, dof: int, n: int) -> None:
@@ -135,11 +144,8 @@ def fine_read_path(dev: GpuDevice, nbytes: int, reps: int) -> None:
 
 def fine_dispatch_path(dev: GpuDevice, reps: int) -> None:
     """Median cost of every native step of a resident dispatch (plus a 16-byte queue write)."""
-    from gpu_backend import WGSL_X2, grid, params  # type: ignore  # (bench/ is on sys.path)
-
-    pipe = dev.pipeline(WGSL_X2, [True, False])
     n = 1024
-    a, b, u = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform()
+    pipe, (a, b, u) = x2_rig(dev, n)
     bg = dev._bind_group(pipe, u, [a, b])
     prm = params(n)
     for with_write in (False, True):
@@ -222,10 +228,7 @@ def real_read_timing(dev: GpuDevice, nbytes: int, reps: int) -> None:
 
 def big_paths(dev: GpuDevice, n: int, reps: int) -> None:
     """10M round trip variants: read split parts, profile mode, with the internal phase splits."""
-    from gpu_backend import WGSL_X2, grid, params  # type: ignore  # (bench/ is on sys.path)
-
-    pipe = dev.pipeline(WGSL_X2, [True, False])
-    a, b, u, s = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform(), dev.create_staging(n * 4)
+    pipe, (a, b, u, s) = x2_rig(dev, n, staging=True)
     x = np.arange(n, dtype=np.uint32)
     out = np.empty(n, np.uint32)
     out[:] = 0
@@ -351,11 +354,8 @@ def chunked_upload(dev: GpuDevice, nbytes: int, parts: int, reps: int) -> None:
 
 
 def small_paths(dev: GpuDevice, reps: int) -> None:
-    from gpu_backend import WGSL_X2, grid, params  # type: ignore  # (bench/ is on sys.path)
-
-    pipe = dev.pipeline(WGSL_X2, [True, False])
     n = 1024
-    a, b, u, s = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform(), dev.create_staging(n * 4)
+    pipe, (a, b, u, s) = x2_rig(dev, n, staging=True)
     x = np.arange(n, dtype=np.uint32)
     for scopes in (False, True):
         devmod.HOT_PATH_SCOPES = scopes
@@ -383,11 +383,8 @@ def small_paths(dev: GpuDevice, reps: int) -> None:
 
 def wait_modes(dev: GpuDevice, reps: int) -> None:
     """A resident 1,024-element dispatch: spin on non-blocking polls against one blocking poll."""
-    from gpu_backend import WGSL_X2, grid  # type: ignore  # (bench/ is on sys.path)
-
-    pipe = dev.pipeline(WGSL_X2, [True, False])
     n = 1024
-    a, b, u = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform()
+    pipe, (a, b, u) = x2_rig(dev, n)
     bg = dev._bind_group(pipe, u, [a, b])
     gx, gy = grid(n)
     for mode in ("spin", "blocking", "empty_spin", "empty_blocking"):
@@ -550,10 +547,7 @@ def alloc_costs(dev: GpuDevice, nbytes: int, reps: int) -> None:
 def stage_execute(dev: GpuDevice, n: int, reps: int) -> None:
     """Where a 10M dispatch with a prestaged input spends its time: execute with the input already
     resident, with a stage upload, with an array upload; ExecuteResult's phase split."""
-    from gpu_backend import WGSL_X2, grid, params  # type: ignore  # (bench/ is on sys.path)
-
-    pipe = dev.pipeline(WGSL_X2, [True, False])
-    a, b, u = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform()
+    pipe, (a, b, u) = x2_rig(dev, n)
     x = np.arange(n, dtype=np.uint32)
     rows: dict[str, list[float]] = {}
     for i in range(reps + 2):

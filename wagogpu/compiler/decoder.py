@@ -73,7 +73,9 @@ def _fail(message: str) -> ReaderError:
 
 # The section parsers below keep the cursor in a local `pos` and read one-byte LEB128 values (the
 # overwhelmingly common case) inline; anything longer goes through Reader. Each parser returns the
-# position where it stopped so the caller can reject trailing bytes.
+# position where it stopped so the caller can reject trailing bytes. (The inline copies are on
+# purpose: folding them into _u32_at and a length-prefixed-bytes helper made decoding 21-30% slower,
+# 52.8 -> 64 us for the benchmark guest, 112 -> 145 us for the all-imports test module.)
 
 
 def _u32_at(r: Reader, pos: int) -> tuple[int, int]:
