@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import struct
 import sys
 import time
 
@@ -29,31 +28,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from wagogpu.gpu import ExecutePlan, GpuDevice, list_adapters  # noqa: E402
 from wagogpu import memcopy as _copy  # noqa: E402
 from wagogpu.gpu import device as devmod  # noqa: E402
-
-WGSL_X2 = """
-struct Params { count: u32, p1: u32, p2: u32, p3: u32 }
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> src: array<u32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-  let index = id.x + id.y * 65535u * 256u;
-  if (index >= params.count) { return; }
-  dst[index] = src[index] * 2u;
-}
-"""
+from tests.gpu.kernels import WGSL_X2, grid, params  # noqa: E402,F401 (the test suite's doubling kernel)
 
 _perf = time.perf_counter
 OUT = sys.stdout
-
-
-def grid(count: int) -> tuple[int, int]:
-    g = (count + 255) // 256
-    return (min(g, 65535), (g + 65534) // 65535) if g else (0, 0)
-
-
-def params(count: int) -> bytes:
-    return struct.pack("<4I", count, 0, 0, 0)
 
 
 def emit(dev: GpuDevice | None, rec: dict) -> None:

@@ -24,7 +24,7 @@ from wagogpu.gpu import ExecutePlan, GpuDevice  # noqa: E402
 from wagogpu import memcopy as _copy  # noqa: E402
 from wagogpu.gpu import _native as nat, device as devmod  # noqa: E402
 from wagogpu.gpu._native import ffi, lib  # noqa: E402
-from bench.gpu_backend import WGSL_X2, grid, params  # noqa: E402
+from tests.gpu.kernels import WGSL_X2, grid, params  # noqa: E402
 
 _perf = time.perf_counter
 NULL = ffi.NULL

@@ -3,7 +3,6 @@ quarantine latch (abi.md §4.3-4.7). Runs under the host lock; knows buffers, no
 from __future__ import annotations
 
 import ctypes
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -12,7 +11,7 @@ import numpy as np
 
 from .abi import accessor as acc
 from .abi.table import Status
-from .compiler import workgroup_grid
+from .compiler import parameter_block, workgroup_grid
 from .compiler.contract import KernelError
 from .gpu import DeviceAllocationError, DeviceFailure, ExecutePlan, UploadStage
 from .gpu.device import READAHEAD_MAX_BYTES
@@ -389,7 +388,7 @@ class Residency:
             if not inst.reserve(UNIFORM_BYTES):
                 return unwind(Status.LIMIT_EXCEEDED)
             transient += UNIFORM_BYTES
-            params = struct.pack("<4I", count, 0, 0, 0)
+            params = parameter_block(count)
         error_upload = []
         if plan.error_word:
             if d.error_word is None:

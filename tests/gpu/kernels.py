@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
-
-def params(count: int) -> bytes:
-    """The 16-byte parameter block: {count, 0, 0, 0} little-endian (abi.md §4.6 step 4)."""
-    return struct.pack("<4I", count, 0, 0, 0)
-
-
-def grid(count: int) -> tuple[int, int]:
-    """Workgroups for ``count`` invocations of 256, folded into y above 65,535 groups."""
-    g = (count + 255) // 256
-    return (min(g, 65535), (g + 65534) // 65535) if g else (0, 0)
+from wagogpu.compiler import parameter_block as params, workgroup_grid as grid  # noqa: F401 (re-exported)
 
 
 def words(values: list[int] | np.ndarray) -> np.ndarray:

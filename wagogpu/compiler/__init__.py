@@ -5,7 +5,7 @@ from .buffer import compile_buffer_wgsl
 from .contract import CompileError, CompileErrorKind, KernelClass, KernelPlan, MemoryDecl, ModuleContract
 from .inspect import inspect_module
 from .legacy import compile_wgsl
-from .wgsl import workgroup_grid
+from .wgsl import parameter_block, workgroup_grid
 
 __all__ = ["compile_buffer_wgsl", "compile_wgsl", "CompileError", "CompileErrorKind", "inspect_module",
-           "workgroup_grid", "KernelClass", "KernelPlan", "MemoryDecl", "ModuleContract"]
+           "workgroup_grid", "parameter_block", "KernelClass", "KernelPlan", "MemoryDecl", "ModuleContract"]

@@ -10,6 +10,8 @@ the reference's exact text.
 """
 from __future__ import annotations
 
+import struct
+
 from ..abi.table import SLOT_COUNT, ElementType
 
 WORKGROUP_SIZE = 256
@@ -34,6 +36,11 @@ def workgroup_grid(count: int) -> tuple[int, int]:
         raise ValueError(f"count must be an integer in 0..{MAX_GRID_COUNT}, got {count!r}")
     groups = -(-count // WORKGROUP_SIZE)
     return min(groups, MAX_GROUPS_PER_DIMENSION), -(-groups // MAX_GROUPS_PER_DIMENSION)
+
+
+def parameter_block(count: int) -> bytes:
+    """The 16 bytes the uniform `params` holds for a dispatch of `count`: {count, 0, 0, 0} (abi.md §4.6)."""
+    return struct.pack("<4I", count, 0, 0, 0)
 
 
 PARAMS_DECL = (

@@ -109,19 +109,10 @@ def new_work_done_info() -> Any:
 
 
 def map_callback_info() -> tuple[MapCell, Any]:
-    """A fresh MapCell and the WGPUBufferMapCallbackInfo that fills it.
-
-    One static cffi callback serves every map (creating a cffi callback per
-    call is slow); the cell lives in a module dict until the callback fires,
-    so a map abandoned on timeout can still complete safely later.
-    """
-    key = next(_keys)
-    cell = MapCell(key)
-    _cells[key] = cell
-    info = ffi.new("WGPUBufferMapCallbackInfo *")
-    info.mode = lib.WGPUCallbackMode_AllowSpontaneous
-    info.callback = _on_map
-    info.userdata1 = ffi.cast("void *", key)
+    """A fresh MapCell and a WGPUBufferMapCallbackInfo of its own that fills it (one-off use)."""
+    cell = new_cell()
+    info = new_map_info()
+    info.userdata1 = cell_userdata(cell)
     return cell, info
 
 
@@ -132,19 +123,12 @@ def _on_work_done(status: int, message: Any, userdata1: Any, userdata2: Any) -> 
 
 
 def work_done_callback_info() -> tuple[MapCell, Any]:
-    """A fresh cell and the WGPUQueueWorkDoneCallbackInfo that fills it when all submitted work is done.
-
-    This is the completion fence: wgpuDevicePoll's non-blocking return value
-    ("queue empty") is not reliable on wgpu-native 29 (it reports true while
-    a dispatch is still running).
-    """
-    key = next(_keys)
-    cell = MapCell(key)
-    _cells[key] = cell
-    info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
-    info.mode = lib.WGPUCallbackMode_AllowSpontaneous
-    info.callback = _on_work_done
-    info.userdata1 = ffi.cast("void *", key)
+    """A fresh cell and a WGPUQueueWorkDoneCallbackInfo of its own that fills it when all submitted
+    work is done: the completion fence (wgpuDevicePoll's non-blocking "queue empty" is not reliable
+    on wgpu-native 29; it reports true while a dispatch is still running)."""
+    cell = new_cell()
+    info = new_work_done_info()
+    info.userdata1 = cell_userdata(cell)
     return cell, info
 
 
