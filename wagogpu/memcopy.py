@@ -50,6 +50,9 @@ def _pieces(dst: int, src: int, nbytes: int, threads: int) -> list[tuple[int, in
 
 def copy_bytes(dst: int, src: int, nbytes: int, threads: int = 8) -> None:
     """memcpy ``nbytes`` from address ``src`` to address ``dst`` (non-overlapping), on up to ``threads``."""
+    if nbytes < PARALLEL_MIN_BYTES:  # the small copies of every set and copy-back: no list, no pool
+        _memmove(dst, src, nbytes)
+        return
     copy_many([(dst, src, nbytes, threads)])
 
 

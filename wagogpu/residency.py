@@ -132,6 +132,9 @@ class Residency:
     def set_copy(self, inst: InstanceBuffers, buf: Buffer, cpu: int, guest: int, nbytes: int) -> UploadStage | None:
         """A full set's copy into the CPU copy; also into an upload stage when the next dispatch is
         likely to upload this buffer whole. Returns the stage for keep_stage() after the set commits."""
+        if nbytes < PRESTAGE_MIN_BYTES and buf.stage is None and buf.parked is None:
+            copy_bytes(cpu, guest, nbytes)  # the small sets of the hot path
+            return None
         t0 = time.perf_counter()
         if buf.parked is not None:
             self._unpark(inst, buf)

@@ -1053,6 +1053,7 @@ class GpuDevice:
         if not lock.acquire(timeout=max(0.0, timeout)):
             raise DeviceFailure("timeout", "the device lock was not free before the deadline", False, True)
         submitted = False
+        stages: list[UploadStage] = []  # recorded from plan.uploads; re-mapped once submitted
         try:
             if self._closed or self._flags.lost:
                 self._check_usable()
@@ -1086,7 +1087,6 @@ class GpuDevice:
                 self._push()
             del errors[:]
             st = None
-            stages: list[UploadStage] = []
             enc = None
             up_bytes = seed_bytes = 0
             try:
@@ -1150,7 +1150,6 @@ class GpuDevice:
                     _release_encoder(enc)
                 for _h, ra in ahead:  # recorded but never submitted
                     self._free_raw_buffer(ra.ptr)
-                self._return_unrecorded(plan, stages)
                 err = self._hot_pop() if (HOT_PATH_SCOPES or errors) else None
             if err is not None:
                 raise DeviceFailure("submit", err, submitted)
@@ -1159,7 +1158,7 @@ class GpuDevice:
                 self._discard_transients()
             raise
         finally:
-            self._return_unrecorded(plan, [])
+            self._return_unrecorded(plan, stages)
             lock.release()
 
         try:
