@@ -218,6 +218,28 @@ def test_eviction_frees_only_what_is_needed_in_order(small_thresholds) -> None:
     g.host.close()
 
 
+def test_a_dispatch_never_evicts_the_parameter_block_it_is_setting_up(monkeypatch) -> None:
+    """Found by the random-sequence test under a tight budget: the parameter payload's reservation
+    evicted the uniform just created for it, and the dispatch then trapped on a freed uniform. The
+    readback staging must go instead. Budget: 24N words' worth + 24 bytes, so the new scratch and
+    the uniform fit and the 16-byte payload does not."""
+    monkeypatch.setattr(residency, "PARK_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(residency, "PRESTAGE_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(residency, "READAHEAD_MAX_BYTES", 0)
+    g = Guest(gpu_host(kernels=[kernel(1, "double")], max_instance_buffer_bytes=24 * N + 24),
+              kernels=runner_kernel("double", 0, 1, TWICE))
+    a, b = prepared(g)
+    ib, d = g.inst.buffers, g.inst.buffers.device
+    assert g.set_f32(a, values(0)) == 0 and g.dispatch(1, N) == 0
+    assert ib.release_idle(1) == 16 and d.uniform is None  # the small buffers go first
+    assert np.array_equal(g.get_f32(b, N, guest=16384), 2 * values(0))
+    assert d.staging is not None and ib.reserved == 20 * N
+    assert g.dispatch(1, N) == 0, g.last.reason
+    assert d.uniform is not None and d.staging is None and g.last.parameter_upload_count == 1
+    assert np.array_equal(g.get_f32(b, N, guest=16384), 2 * values(0))
+    g.host.close()
+
+
 def test_an_output_written_in_place_is_restored_when_the_dispatch_is_cancelled_late(small_thresholds) -> None:
     """b's contents are parked, so the kernel writes b's committed copy itself; a deadline that
     passes after completion publishes nothing, and b's GPU copy gets its old words back."""

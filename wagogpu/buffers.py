@@ -164,6 +164,7 @@ class DeviceResources:
     uniform: Any = None
     uniform_count: int | None = None  # count the uniform holds after the last completed dispatch
     conversion_capacity: int = 0
+    small_in_use: bool = False  # a dispatch is setting up the small buffers: not evictable meanwhile
     error_word: tuple[Any, Any] | None = None  # (storage, staging) for kernels that report errors
     retired_bytes: int = 0
     staging_allocations: int = 0
@@ -369,7 +370,7 @@ class InstanceBuffers:
         d = self.device
         small = ((UNIFORM_BYTES if d.uniform is not None else 0) + d.conversion_capacity
                  + (2 * ERROR_WORD_BYTES if d.error_word is not None else 0))
-        if small:
+        if small and not d.small_in_use:
             yield small, self._drop_small
         if d.staging is not None:
             yield d.staging[1], self._drop_staging

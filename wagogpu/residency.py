@@ -375,35 +375,20 @@ class Residency:
                 storage.append(scratch[0])
             else:
                 storage.append(buf.gpu)
-        # Parameter block: one 16-byte uniform per instance, rewritten only when the count changes.
-        params = None
-        if d.uniform is None:
-            if not inst.reserve(UNIFORM_BYTES):
-                return unwind(Status.LIMIT_EXCEEDED)
-            try:
-                d.uniform = dev.create_uniform(UNIFORM_BYTES)
-            except DeviceAllocationError:
-                inst.release(UNIFORM_BYTES)
-                return unwind(Status.DEVICE_ERROR)
-            d.uniform_allocations += 1
-            d.uniform_count = None
-        if d.uniform_count != count:
-            if not inst.reserve(UNIFORM_BYTES):
-                return unwind(Status.LIMIT_EXCEEDED)
+        # The small per-instance buffers this dispatch uses: no reservation may evict them meanwhile.
+        d.small_in_use = True
+        try:
+            status, params = self._small_buffers(inst, plan, count)
+        finally:
+            d.small_in_use = False
+        if status:
+            return unwind(status)
+        if params is not None:
             transient += UNIFORM_BYTES
-            params = parameter_block(count)
-        error_upload = []
         if plan.error_word:
-            if d.error_word is None:
-                if not inst.reserve(2 * ERROR_WORD_BYTES):
-                    return unwind(Status.LIMIT_EXCEEDED)
-                try:
-                    d.error_word = (dev.create_storage(ERROR_WORD_BYTES), dev.create_staging(ERROR_WORD_BYTES))
-                except DeviceAllocationError:
-                    inst.release(2 * ERROR_WORD_BYTES)
-                    return unwind(Status.DEVICE_ERROR)
             storage.append(d.error_word[0])
-            error_upload = [(d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))]
+        error_upload = [(d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))] \
+            if plan.error_word else []
         if time.perf_counter() >= deadline:
             return unwind(Status.CANCELLED)
         execute = ExecutePlan(
@@ -497,6 +482,42 @@ class Residency:
             inst.bump_version(buf)
         op.commit += time.perf_counter() - t0
         return Status.OK
+
+    def _small_buffers(self, inst: InstanceBuffers, plan: DispatchPlan, count: int) -> tuple[int, bytes | None]:
+        """The parameter block (one 16-byte uniform per instance, rewritten only when the count
+        changes; its payload reserved for this dispatch) and the error word a kernel may need."""
+        d = inst.device
+        dev = self.device
+        if d.uniform is None:
+            if not inst.reserve(UNIFORM_BYTES):
+                return Status.LIMIT_EXCEEDED, None
+            try:
+                d.uniform = dev.create_uniform(UNIFORM_BYTES)
+            except DeviceAllocationError:
+                inst.release(UNIFORM_BYTES)
+                return Status.DEVICE_ERROR, None
+            d.uniform_allocations += 1
+            d.uniform_count = None
+        params = None
+        if d.uniform_count != count:
+            if not inst.reserve(UNIFORM_BYTES):
+                return Status.LIMIT_EXCEEDED, None
+            params = parameter_block(count)
+        if plan.error_word and d.error_word is None:
+            status = Status.OK
+            if not inst.reserve(2 * ERROR_WORD_BYTES):
+                status = Status.LIMIT_EXCEEDED
+            else:
+                try:
+                    d.error_word = (dev.create_storage(ERROR_WORD_BYTES), dev.create_staging(ERROR_WORD_BYTES))
+                except DeviceAllocationError:
+                    inst.release(2 * ERROR_WORD_BYTES)
+                    status = Status.DEVICE_ERROR
+            if status:
+                if params is not None:
+                    inst.release(UNIFORM_BYTES)
+                return status, None
+        return Status.OK, params
 
     def _restore_in_place(self, inst: InstanceBuffers, in_place: dict[int, tuple[Buffer, tuple[Any, int]]],
                           status: int) -> int:
