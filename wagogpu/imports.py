@@ -13,9 +13,10 @@ import wasmtime
 
 from .abi import accessor as acc
 from .abi.table import GC_IMPORTS, SLOT_COUNT, ImportSpec, Status, pack_result, scalar_trap_message
-from .buffers import Buffer, InstanceBuffers, memory_span
+from .buffers import Buffer, InstanceBuffers
 from .compiler.contract import KernelClass
 from .diagnostics import BufferOperation, TransferCounters
+from .fastcall import GuestCaller
 from .memcopy import copy_bytes
 from .memexports import memory_export_name
 from .residency import KERNEL_FALLBACK
@@ -55,7 +56,7 @@ class InstanceImports:
         self.gc_reservation = 0
         self._started = 0.0
         self._import_name = ""
-        self._memories: dict[int, tuple[wasmtime.Memory, bool]] = {}
+        self._memories: dict[int, tuple[wasmtime.Memory, bool, int]] = {}
 
     def guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Serialise an import under the host lock; an unexpected host error becomes a trap, never a
@@ -212,7 +213,7 @@ class InstanceImports:
         return self._finish(call, Status.CPU_FALLBACK, reason_code=reason_code, reason=reason)
 
     # -- bulk transfers ---------------------------------------------------------------------------
-    def transfer(self, spec: ImportSpec, caller: Any, handle: int, offset: int, memory_index: int,
+    def transfer(self, spec: ImportSpec, caller: GuestCaller, handle: int, offset: int, memory_index: int,
                  guest_offset: int, count: int) -> int:
         """setBuffer32/64 and copyBuffer32/64: direction and address width come from the table."""
         is_set = spec.name.startswith("set")
@@ -241,7 +242,7 @@ class InstanceImports:
         memory = self._guest_memory(caller, memory_index)
         if memory is None or memory[1] != want64:
             return self._finish(call, Status.UNSUPPORTED_STORAGE)
-        guest_base, guest_size = memory_span(memory[0], caller)
+        guest_base, guest_size = caller.memory_span(memory[2])
         nbytes = count * buf.stored_bytes
         if guest_offset + nbytes > guest_size:
             return self._finish(call, Status.INVALID_RANGE)
@@ -282,15 +283,17 @@ class InstanceImports:
         call.op.commit += time.perf_counter() - t0
         return self._finish(call, Status.OK)
 
-    def _guest_memory(self, caller: Any, index: int) -> tuple[wasmtime.Memory, bool] | None:
-        """The guest's memory `index` and whether it is 64-bit; looked up once (a Memory is a
-        handle valid for the store's life; its size is read anew on every use)."""
+    def _guest_memory(self, caller: GuestCaller, index: int) -> tuple[wasmtime.Memory, bool, int] | None:
+        """The guest's memory `index`, whether it is 64-bit and where its wasmtime_memory_t lies;
+        looked up once (a Memory is a handle valid for the store's life; its size is read anew on
+        every use)."""
         found = self._memories.get(index)
         if found is None:
             memory = caller.get(memory_export_name(index))
             if not isinstance(memory, wasmtime.Memory):
                 return None
-            found = self._memories[index] = (memory, memory.type(caller).is_64)
+            found = self._memories[index] = (memory, memory.type(caller).is_64,
+                                               GuestCaller.memory_address(memory))
         return found
 
     # -- hooks called by the accessor module -------------------------------------------------------

@@ -1,0 +1,97 @@
+"""The Python <-> Wasm crossing (wagogpu.fastcall): values of every numeric kind both ways, traps,
+exceptions raised in host functions, and the caller handle's lifetime."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import wasmtime
+
+from wagogpu.fastcall import FastCall, GuestCaller, host_func
+
+WAT = """(module
+  (import "h" "mix" (func $mix (param i32 i64 f32 f64) (result i64 f64)))
+  (import "h" "raise" (func $raise (param i32) (result i32)))
+  (import "h" "span" (func $span (result i64)))
+  (memory (export "memory") 2)
+  (func (export "mix") (param i32 i64 f32 f64) (result i64 f64)
+    (call $mix (local.get 0) (local.get 1) (local.get 2) (local.get 3)))
+  (func (export "echo32") (param i32) (result i32) (local.get 0))
+  (func (export "raise") (param i32) (result i32) (call $raise (local.get 0)))
+  (func (export "span") (result i64) (call $span))
+  (func (export "none"))
+  (func (export "trap") (unreachable)))"""
+
+
+def types(*names: str) -> list[wasmtime.ValType]:
+    return [getattr(wasmtime.ValType, n)() for n in names]
+
+
+@pytest.fixture
+def guest():
+    store = wasmtime.Store(wasmtime.Engine())
+    seen: dict[str, object] = {}
+
+    def mix(a, b, c, d):
+        seen["mix"] = (a, b, c, d)
+        return b * 2, d + c
+
+    def fail(x):
+        raise KeyError(f"host failure {x}")
+
+    def span(caller):
+        memory = caller.get("memory")
+        seen["caller"] = caller
+        base, size = caller.memory_span(GuestCaller.memory_address(memory))
+        return size + (base & 0)
+
+    funcs = [host_func(store, wasmtime.FuncType(types("i32", "i64", "f32", "f64"), types("i64", "f64")), mix),
+             host_func(store, wasmtime.FuncType(types("i32"), types("i32")), fail),
+             host_func(store, wasmtime.FuncType([], types("i64")), span, access_caller=True)]
+    instance = wasmtime.Instance(store, wasmtime.Module(store.engine, WAT), funcs)
+    exports = instance.exports(store)
+    yield (lambda name: FastCall(exports[name], store)), seen
+
+
+def test_every_numeric_kind_crosses_both_ways(guest) -> None:
+    call, seen = guest
+    assert call("mix")(-7, -(2 ** 40), 1.5, 2.25) == [-(2 ** 41), 3.75]
+    assert seen["mix"] == (-7, -(2 ** 40), 1.5, 2.25)
+    # Unsigned spellings of an i32 are accepted and come back signed, as wasmtime-py does.
+    assert call("echo32")(0xFFFFFFFF) == -1 and call("echo32")(2 ** 31) == -(2 ** 31)
+    assert call("echo32")(12345) == 12345
+    result = call("mix")(0, 0, math.inf, -0.0)
+    assert result[1] == math.inf
+    assert call("none")() is None
+
+
+def test_argument_count_is_checked(guest) -> None:
+    call, _ = guest
+    with pytest.raises(TypeError, match="expected 1 arguments, got 2"):
+        call("echo32")(1, 2)
+
+
+def test_a_host_exception_comes_back_as_itself_and_the_next_call_works(guest) -> None:
+    call, _ = guest
+    with pytest.raises(KeyError, match="host failure 3"):
+        call("raise")(3)
+    assert call("echo32")(5) == 5
+
+
+def test_a_wasm_trap_is_raised_and_cleared(guest) -> None:
+    call, _ = guest
+    trap = call("trap")
+    for _ in range(2):
+        with pytest.raises(wasmtime.Trap, match="unreachable"):
+            trap()
+    assert call("echo32")(9) == 9
+
+
+def test_the_caller_reaches_guest_memory_only_during_its_call(guest) -> None:
+    call, seen = guest
+    assert call("span")() == 2 * 65536
+    caller = seen["caller"]
+    with pytest.raises(ValueError, match="caller is gone"):
+        caller.memory_span(0)
+    with pytest.raises(ValueError, match="caller is gone"):
+        caller.get("memory")
