@@ -55,6 +55,48 @@ def host_only(inst, k: int, n: int) -> dict[str, float]:
         dev.execute, dev.read = real
 
 
+def device_share(inst, k: int, n: int) -> dict[str, float]:
+    """Time spent inside the device layer (execute, read, read_mapped, write) during the guest's
+    calls, against each call's total: the host's own share with the real device attached."""
+    dev = inst.host.device
+    names = ("execute", "read", "read_mapped", "write", "unmap")
+    real = {name: getattr(dev, name) for name in names}
+    spent = [0]
+
+    def timed(fn):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter_ns()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter_ns() - t0
+        return wrapper
+
+    for name in names:
+        setattr(dev, name, timed(real[name]))
+    out: dict[str, float] = {}
+    try:
+        for label, fn in (("resident_dispatch", lambda: inst.call("dispatch", k, n)),
+                          ("checked_round_trip", lambda: inst.call("sample", k, n))):
+            for _ in range(10):
+                fn()
+            totals, inside = [], []
+            for _ in range(CALLS):
+                spent[0] = 0
+                t0 = time.perf_counter_ns()
+                fn()
+                totals.append(time.perf_counter_ns() - t0)
+                inside.append(spent[0])
+            out[f"{label}_total_us"] = statistics.median(totals) / 1e3
+            out[f"{label}_in_device_layer_us"] = statistics.median(inside) / 1e3
+            out[f"{label}_outside_device_layer_us"] = statistics.median(
+                [a - b for a, b in zip(totals, inside)]) / 1e3
+    finally:
+        for name in names:
+            setattr(dev, name, real[name])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--allow-software-adapter", action="store_true")
@@ -108,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             inst.call("sample", k, n)
         prof.disable()
         prof.dump_stats(args.profile_out)
+    figures.update(device_share(inst, k, n))
     figures.update(host_only(inst, k, n))
     info = host.device.info
     emit({"bench": "host_overhead", "elements": n, "checked": checked, **figures,
