@@ -30,7 +30,7 @@ void wasmtime_func_new_unchecked(void *context, const void *type, wagogpu_unchec
 void *wasmtime_func_call_unchecked(void *context, const void *func, void *args_and_results,
                                    size_t args_and_results_len, void **trap);
 void *wasmtime_caller_context(void *caller);
-uint8_t *wasmtime_memory_data(const void *context, const void *memory);
+uintptr_t wasmtime_memory_data(const void *context, const void *memory);  /* uint8_t *, as an int */
 size_t wasmtime_memory_data_size(const void *context, const void *memory);
 """)
 _lib = _ffi.dlopen(wffi.dll._name)  # the library wasmtime-py loaded: same process-wide handle
@@ -147,7 +147,7 @@ class GuestCaller:
         if self._ptr is None:
             raise ValueError("the caller is gone (used after its import returned)")
         ctx = _caller_context(self._ptr)
-        return int(_ffi.cast("uintptr_t", _memory_data(ctx, memory_address))), _memory_size(ctx, memory_address)
+        return _memory_data(ctx, memory_address), _memory_size(ctx, memory_address)
 
     def _wasmtime(self) -> wasmtime.Caller:
         if self._ptr is None:
