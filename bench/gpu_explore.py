@@ -534,6 +534,72 @@ def readback_touch(dev: GpuDevice, nbytes: int, reps: int) -> None:
         dev.release(s)
 
 
+def map_cycles(dev: GpuDevice, nbytes: int, reps: int) -> None:
+    """Does each map of a big mapped buffer cost a fresh mapping (page faults on first touch, an
+    mmap/munmap per cycle)? The same bytes as one buffer and as several smaller ones: map wait,
+    copy out right after the map (first touch), the same copy again (warm), unmap; and the write
+    side through MAP_WRITE upload buffers."""
+    src = dev.create_storage(nbytes)
+    dev.write(src, 0, np.arange(nbytes // 4, dtype=np.uint32))
+    out = np.ones(nbytes // 4, np.uint32)
+    for parts in (1, 3, 5, 10):
+        size = (nbytes // parts + 4095) & ~4095
+        pieces = [(off, min(size, nbytes - off)) for off in range(0, nbytes, size)]
+        reads = [dev._raw_buffer(n, nat.USAGE_MAP_READ | nat.USAGE_COPY_DST) for _, n in pieces]
+        writes = [dev._raw_buffer(n, nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC, mapped=True) for _, n in pieces]
+        rows: dict[str, list[float]] = {}
+        for i in range(reps + 2):
+            for (off, n), buf in zip(pieces, reads):
+                submit_copy(dev, src._ptr, off, buf, 0, n)
+            cells = []
+            t0 = _perf()
+            for (off, n), buf in zip(pieces, reads):
+                cell, info = nat.map_callback_info()
+                lib.wgpuBufferMapAsync(buf, nat.MAP_READ, 0, n, info[0])
+                cells.append((cell, info))
+            wait_cells(dev, [c for c, _ in cells])
+            t1 = _perf()
+            ptrs = [int(ffi.cast("uintptr_t", lib.wgpuBufferGetConstMappedRange(buf, 0, n)))
+                    for (_, n), buf in zip(pieces, reads)]
+            _copy.copy_many([(out.ctypes.data + off, p, n, 8) for (off, n), p in zip(pieces, ptrs)])
+            t2 = _perf()
+            _copy.copy_many([(out.ctypes.data + off, p, n, 8) for (off, n), p in zip(pieces, ptrs)])
+            t3 = _perf()
+            for buf in reads:
+                lib.wgpuBufferUnmap(buf)
+            t4 = _perf()
+            # Write side: map for writing (after first use), copy in, copy in again, unmap.
+            wcells = []
+            if i > 0:
+                for (_, n), buf in zip(pieces, writes):
+                    cell, info = nat.map_callback_info()
+                    lib.wgpuBufferMapAsync(buf, nat.MAP_WRITE, 0, n, info[0])
+                    wcells.append((cell, info))
+                wait_cells(dev, [c for c, _ in wcells])
+            t5 = _perf()
+            wptrs = [int(ffi.cast("uintptr_t", lib.wgpuBufferGetMappedRange(buf, 0, n)))
+                     for (_, n), buf in zip(pieces, writes)]
+            _copy.copy_many([(p, out.ctypes.data + off, n, 8) for (off, n), p in zip(pieces, wptrs)])
+            t6 = _perf()
+            _copy.copy_many([(p, out.ctypes.data + off, n, 8) for (off, n), p in zip(pieces, wptrs)])
+            t7 = _perf()
+            for buf in writes:
+                lib.wgpuBufferUnmap(buf)
+            t8 = _perf()
+            if i >= 2:
+                for k, v in (("read_map_wait", t1 - t0), ("read_copy_first_touch", t2 - t1),
+                             ("read_copy_warm", t3 - t2), ("read_unmap", t4 - t3), ("write_map_wait", t5 - t4),
+                             ("write_copy_first_touch", t6 - t5), ("write_copy_warm", t7 - t6),
+                             ("write_unmap", t8 - t7)):
+                    rows.setdefault(k, []).append(v)
+        assert out[-1] == nbytes // 4 - 1
+        emit(dev, {"bench": "map_cycles", "bytes": nbytes, "parts": len(pieces),
+                   **{k + "_s": med(v) for k, v in rows.items()}})
+        for buf in reads + writes:
+            dev._free_raw_buffer(buf)
+    dev.release(src)
+
+
 def alloc_costs(dev: GpuDevice, nbytes: int, reps: int) -> None:
     """What re-creating a buffer costs: create, first use, release, for each kind (40 MB)."""
     src = dev.create_storage(nbytes)
@@ -605,7 +671,7 @@ def main() -> int:
     ap.add_argument("--software", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--mb", type=int, default=40)
-    ap.add_argument("--only", default="", help="comma list of: memcpy,wait,small,dispatch,fine,read,big,readback,upload,dual,touch,alloc,stage")
+    ap.add_argument("--only", default="", help="comma list of: memcpy,wait,small,dispatch,fine,read,big,readback,upload,dual,touch,alloc,stage,maps")
     args = ap.parse_args()
     dev = GpuDevice.open(allow_software_adapter=args.software)
     only = set(args.only.split(",")) if args.only else None
@@ -639,6 +705,8 @@ def main() -> int:
         readback_touch(dev, big, args.reps)
     if want("stage"):
         stage_execute(dev, big // 4, args.reps)
+    if want("maps"):
+        map_cycles(dev, big, args.reps)
     if want("alloc"):
         alloc_costs(dev, big, args.reps)
     if want("upload"):
