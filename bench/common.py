@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import sys
@@ -17,7 +18,9 @@ def environment() -> dict[str, Any]:
 
     return {"python": platform.python_version(), "numpy": np.__version__,
             "wasmtime": getattr(wasmtime, "__version__", "?"), "wgpu": wgpu.__version__,
-            "machine": platform.machine(), "processor": platform.processor() or platform.machine()}
+            "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
+            # glibc reads its tunables (e.g. the non-temporal copy threshold) at process start.
+            "glibc_tunables": os.environ.get("GLIBC_TUNABLES", "")}
 
 
 def emit(record: dict[str, Any], out=sys.stdout) -> None:
@@ -35,6 +38,47 @@ def timed(fn: Callable[[], Any], repeats: int, min_seconds: float = 0.0) -> list
         if len(times) >= 1000:
             break
     return times
+
+
+class CallTimer:
+    """Time spent inside chosen functions, by label: each (object, attribute, label) is wrapped
+    while the timer is active (a `with` block) and restored after. Nested wrapped calls count
+    in both labels. `take()` returns the seconds per label since the last take and resets."""
+
+    def __init__(self, targets: list[tuple[object, str, str]]) -> None:
+        self.targets = targets
+        self.spent: dict[str, float] = {label: 0.0 for _, _, label in targets}
+        self._saved: list[tuple[object, str, bool, Any]] = []
+
+    def __enter__(self) -> "CallTimer":
+        spent = self.spent
+        for obj, attr, label in self.targets:
+            fn = getattr(obj, attr)
+            own = attr in vars(obj)  # a module's function, or an instance's own attribute
+            self._saved.append((obj, attr, own, vars(obj).get(attr)))
+
+            def wrapper(*args: Any, _fn: Callable[..., Any] = fn, _label: str = label, **kwargs: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return _fn(*args, **kwargs)
+                finally:
+                    spent[_label] += time.perf_counter() - t0
+            setattr(obj, attr, wrapper)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for obj, attr, own, fn in reversed(self._saved):
+            if own:
+                setattr(obj, attr, fn)
+            else:
+                delattr(obj, attr)  # the class's method shows through again
+        self._saved.clear()
+
+    def take(self) -> dict[str, float]:
+        out = dict(self.spent)
+        for label in self.spent:
+            self.spent[label] = 0.0
+        return out
 
 
 def summary(times: list[float]) -> dict[str, float]:

@@ -16,9 +16,10 @@ import time
 import numpy as np
 
 from bench.buffer_bench import BenchError, check, kernel_configs
-from bench.common import emit, environment
+from bench.common import CallTimer, emit, environment
+from bench.host_overhead import device_layer
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
-from wagogpu import Config, Host, buffers, memcopy, residency
+from wagogpu import Config, Host, buffers, imports, memcopy, residency
 
 OFF = 1 << 62
 _release_idle = buffers.InstanceBuffers.release_idle
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=3)
     parser.add_argument("--variant", action="append", choices=[v for v, _ in VARIANTS])
     parser.add_argument("--allow-software-adapter", action="store_true")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also split each step into device layer, host copies and the rest")
     args = parser.parse_args(argv)
     n = args.n
     host = Host(Config(kernels=kernel_configs(), allow_software_adapter=args.allow_software_adapter,
@@ -81,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     mem[:n] = x
     assert inst.call("setup", n) == 0
     dev = host.device
+    timer = CallTimer(device_layer(dev) + [(residency, "copy_bytes", "copy"), (residency, "copy_many", "copy"),
+                                           (imports, "copy_bytes", "copy")])
+    if args.breakdown:
+        timer.__enter__()
     info = dev.info
     adapter = f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}"
     ok = True
@@ -112,16 +119,20 @@ def main(argv: list[str] | None = None) -> int:
                     mem[2 * n:3 * n] = 0
                     t0 = time.perf_counter()
                     host._residency.last_set_timing = {}
+                    timer.take()
                     s1 = inst.call("upload", n)
                     t1 = time.perf_counter()
+                    in_set = timer.take()
                     dev.last_upload_timing = dev.last_read_timing = {}
                     t1b = time.perf_counter()
                     s2 = inst.call("dispatch", k, n)
                     t2 = time.perf_counter()
+                    in_dispatch = timer.take()
                     allocs = dev.stats.allocations_total
                     t2b = time.perf_counter()
                     s3 = inst.call("download", n, 8 * n)
                     t3 = time.perf_counter()
+                    in_copy_back = timer.take()
                     allocs = dev.stats.allocations_total - allocs
                     up, rd = dev.last_upload_timing, dev.last_read_timing
                     st = host._residency.last_set_timing
@@ -137,7 +148,13 @@ def main(argv: list[str] | None = None) -> int:
                                    ("steps_total", t3 - t2b + t2 - t1b + t1 - t0), ("one_call_total", t5 - t4),
                                    *(("up_" + a, b) for a, b in up.items()),
                                    *(("set_" + a, b) for a, b in st.items()),
-                                   *(("rd_" + a, b) for a, b in rd.items() if a != "parts")):
+                                   *(("rd_" + a, b) for a, b in rd.items() if a != "parts"),
+                                   *((f"{step}_in_{label}", spent) for step, parts in (
+                                       ("set", in_set), ("dispatch", in_dispatch), ("copy_back", in_copy_back))
+                                     for label, spent in parts.items() if args.breakdown),
+                                   *((f"{step}_in_host", total - sum(parts.values())) for step, total, parts in (
+                                       ("set", t1 - t0, in_set), ("dispatch", t2 - t1b, in_dispatch),
+                                       ("copy_back", t3 - t2b, in_copy_back)) if args.breakdown)):
                         row.setdefault(key, []).append(v)
                     counts.setdefault(vname, []).append(allocs)
                     ok &= correct(mem[2 * n:3 * n], want)
@@ -148,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                   **{f"{key}_ms": round(statistics.median(v) * 1e3, 4) for key, v in row.items()},
                   "copy_back_allocations_median": statistics.median(counts[vname]),
                   "samples": len(row["set"]), "adapter": adapter, **environment()})
+    if args.breakdown:
+        timer.__exit__()
     host.close()
     return 0 if ok else 1
 

@@ -19,6 +19,14 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   [ -f bench/mandelbrot.py ] && python3 -m bench.mandelbrot > "$out/mandelbrot.jsonl" 2> "$out/mandelbrot.err"
   python3 -m bench.fresh_path > "$out/fresh_path.jsonl" 2> "$out/fresh_path.err"
   python3 -m bench.fresh_path --n 1000000 --reps 20 --variant default --variant from_4_mib --variant none_of_them > "$out/fresh_path_1m.jsonl" 2>> "$out/fresh_path.err"
+  # Large host copies with non-temporal stores (glibc tunable, read at process start): the same
+  # fresh-path figures in alternating processes, with and without it.
+  nt=glibc.cpu.x86_non_temporal_threshold=0x400000
+  for i in 1 2 3; do
+    python3 -m bench.fresh_path --variant default --reps 12 --blocks 1 --breakdown >> "$out/fresh_env_default.jsonl" 2>> "$out/fresh_path.err"
+    GLIBC_TUNABLES=$nt python3 -m bench.fresh_path --variant default --reps 12 --blocks 1 --breakdown >> "$out/fresh_env_nt.jsonl" 2>> "$out/fresh_path.err"
+  done
+  GLIBC_TUNABLES=$nt python3 -m bench.buffer_bench --repeats 5 --ladder polynomial --ladder twice --out "$out/buffer_bench_nt.jsonl" > /dev/null 2>> "$out/buffer_bench.err"
   ${EXTRA:-true}
 fi
 tail -3 "$out/gpu_tests.txt"

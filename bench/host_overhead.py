@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from bench.buffer_bench import kernel_configs
-from bench.common import emit, environment
+from bench.common import CallTimer, emit, environment
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
 from wagogpu import Config, Host, residency
 from wagogpu.gpu import device as devmod
@@ -55,45 +55,31 @@ def host_only(inst, k: int, n: int) -> dict[str, float]:
         dev.execute, dev.read = real
 
 
+def device_layer(dev) -> list[tuple[object, str, str]]:
+    """The device layer's entry points the host uses, all under one label."""
+    return [(dev, name, "device") for name in ("execute", "read", "read_mapped", "write", "unmap", "stage", "unstage")]
+
+
 def device_share(inst, k: int, n: int) -> dict[str, float]:
-    """Time spent inside the device layer (execute, read, read_mapped, write) during the guest's
-    calls, against each call's total: the host's own share with the real device attached."""
-    dev = inst.host.device
-    names = ("execute", "read", "read_mapped", "write", "unmap")
-    real = {name: getattr(dev, name) for name in names}
-    spent = [0]
-
-    def timed(fn):
-        def wrapper(*args, **kwargs):
-            t0 = time.perf_counter_ns()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[0] += time.perf_counter_ns() - t0
-        return wrapper
-
-    for name in names:
-        setattr(dev, name, timed(real[name]))
+    """Time spent inside the device layer during the guest's calls, against each call's total:
+    the host's own share with the real device attached."""
     out: dict[str, float] = {}
-    try:
+    with CallTimer(device_layer(inst.host.device)) as timer:
         for label, fn in (("resident_dispatch", lambda: inst.call("dispatch", k, n)),
                           ("checked_round_trip", lambda: inst.call("sample", k, n))):
             for _ in range(10):
                 fn()
             totals, inside = [], []
             for _ in range(CALLS):
-                spent[0] = 0
-                t0 = time.perf_counter_ns()
+                timer.take()
+                t0 = time.perf_counter()
                 fn()
-                totals.append(time.perf_counter_ns() - t0)
-                inside.append(spent[0])
-            out[f"{label}_total_us"] = statistics.median(totals) / 1e3
-            out[f"{label}_in_device_layer_us"] = statistics.median(inside) / 1e3
+                totals.append(time.perf_counter() - t0)
+                inside.append(timer.take()["device"])
+            out[f"{label}_total_us"] = statistics.median(totals) * 1e6
+            out[f"{label}_in_device_layer_us"] = statistics.median(inside) * 1e6
             out[f"{label}_outside_device_layer_us"] = statistics.median(
-                [a - b for a, b in zip(totals, inside)]) / 1e3
-    finally:
-        for name in names:
-            setattr(dev, name, real[name])
+                [a - b for a, b in zip(totals, inside)]) * 1e6
     return out
 
 
