@@ -42,8 +42,9 @@ def timed(fn: Callable[[], Any], repeats: int, min_seconds: float = 0.0) -> list
 
 class CallTimer:
     """Time spent inside chosen functions, by label: each (object, attribute, label) is wrapped
-    while the timer is active (a `with` block) and restored after. Nested wrapped calls count
-    in both labels. `take()` returns the seconds per label since the last take and resets."""
+    while the timer is active (a `with` block, or start() to stop()) and restored after. Nested
+    wrapped calls count in both labels. `take()` returns the seconds per label since the last take
+    and resets."""
 
     def __init__(self, targets: list[tuple[object, str, str]]) -> None:
         self.targets = targets
@@ -51,6 +52,13 @@ class CallTimer:
         self._saved: list[tuple[object, str, bool, Any]] = []
 
     def __enter__(self) -> "CallTimer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
         spent = self.spent
         for obj, attr, label in self.targets:
             fn = getattr(obj, attr)
@@ -64,9 +72,8 @@ class CallTimer:
                 finally:
                     spent[_label] += time.perf_counter() - t0
             setattr(obj, attr, wrapper)
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         for obj, attr, own, fn in reversed(self._saved):
             if own:
                 setattr(obj, attr, fn)

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     timer = CallTimer(device_layer(dev) + [(residency, "copy_bytes", "copy"), (residency, "copy_many", "copy"),
                                            (imports, "copy_bytes", "copy")])
     if args.breakdown:
-        timer.__enter__()
+        timer.start()
     info = dev.info
     adapter = f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}"
     ok = True
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                   "copy_back_allocations_median": statistics.median(counts[vname]),
                   "samples": len(row["set"]), "adapter": adapter, **environment()})
     if args.breakdown:
-        timer.__exit__()
+        timer.stop()
     host.close()
     return 0 if ok else 1
 

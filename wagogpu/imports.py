@@ -56,7 +56,7 @@ class InstanceImports:
         self.gc_reservation = 0
         self._started = 0.0
         self._import_name = ""
-        self._memories: dict[int, tuple[wasmtime.Memory, bool, int]] = {}
+        self._memories: dict[int, tuple[wasmtime.Memory, bool, Any]] = {}
 
     def guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Serialise an import under the host lock; an unexpected host error becomes a trap, never a
@@ -283,7 +283,7 @@ class InstanceImports:
         call.op.commit += time.perf_counter() - t0
         return self._finish(call, Status.OK)
 
-    def _guest_memory(self, caller: GuestCaller, index: int) -> tuple[wasmtime.Memory, bool, int] | None:
+    def _guest_memory(self, caller: GuestCaller, index: int) -> tuple[wasmtime.Memory, bool, Any] | None:
         """The guest's memory `index`, whether it is 64-bit and where its wasmtime_memory_t lies;
         looked up once (a Memory is a handle valid for the store's life; its size is read anew on
         every use)."""

@@ -385,10 +385,10 @@ class Residency:
             return unwind(status)
         if params is not None:
             transient += UNIFORM_BYTES
+        error_upload = []
         if plan.error_word:
             storage.append(d.error_word[0])
-        error_upload = [(d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))] \
-            if plan.error_word else []
+            error_upload = [(d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))]
         if time.perf_counter() >= deadline:
             return unwind(Status.CANCELLED)
         execute = ExecutePlan(
