@@ -548,50 +548,39 @@ def map_cycles(dev: GpuDevice, nbytes: int, reps: int) -> None:
         reads = [dev._raw_buffer(n, nat.USAGE_MAP_READ | nat.USAGE_COPY_DST) for _, n in pieces]
         writes = [dev._raw_buffer(n, nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC, mapped=True) for _, n in pieces]
         rows: dict[str, list[float]] = {}
+
+        def cycle(side: str, bufs: list, mode: int, mapped_range, to_host: bool, remap: bool) -> None:
+            """Map every piece (unless it is still mapped from creation), copy twice, unmap."""
+            t0 = _perf()
+            if remap:
+                cells = []
+                for (_, n), buf in zip(pieces, bufs):
+                    cell, info = nat.map_callback_info()
+                    lib.wgpuBufferMapAsync(buf, mode, 0, n, info[0])
+                    cells.append((cell, info))
+                wait_cells(dev, [c for c, _ in cells])
+            t1 = _perf()
+            ptrs = [int(ffi.cast("uintptr_t", mapped_range(buf, 0, n))) for (_, n), buf in zip(pieces, bufs)]
+            jobs = [(out.ctypes.data + off, p, n, 8) if to_host else (p, out.ctypes.data + off, n, 8)
+                    for (off, n), p in zip(pieces, ptrs)]
+            _copy.copy_many(jobs)
+            t2 = _perf()
+            _copy.copy_many(jobs)
+            t3 = _perf()
+            for buf in bufs:
+                lib.wgpuBufferUnmap(buf)
+            if measured:
+                for k, v in (("map_wait", t1 - t0), ("copy_first_touch", t2 - t1), ("copy_warm", t3 - t2),
+                             ("unmap", _perf() - t3)):
+                    rows.setdefault(f"{side}_{k}", []).append(v)
+
         for i in range(reps + 2):
+            measured = i >= 2
             for (off, n), buf in zip(pieces, reads):
                 submit_copy(dev, src._ptr, off, buf, 0, n)
-            cells = []
-            t0 = _perf()
-            for (off, n), buf in zip(pieces, reads):
-                cell, info = nat.map_callback_info()
-                lib.wgpuBufferMapAsync(buf, nat.MAP_READ, 0, n, info[0])
-                cells.append((cell, info))
-            wait_cells(dev, [c for c, _ in cells])
-            t1 = _perf()
-            ptrs = [int(ffi.cast("uintptr_t", lib.wgpuBufferGetConstMappedRange(buf, 0, n)))
-                    for (_, n), buf in zip(pieces, reads)]
-            _copy.copy_many([(out.ctypes.data + off, p, n, 8) for (off, n), p in zip(pieces, ptrs)])
-            t2 = _perf()
-            _copy.copy_many([(out.ctypes.data + off, p, n, 8) for (off, n), p in zip(pieces, ptrs)])
-            t3 = _perf()
-            for buf in reads:
-                lib.wgpuBufferUnmap(buf)
-            t4 = _perf()
-            # Write side: map for writing (after first use), copy in, copy in again, unmap.
-            wcells = []
-            if i > 0:
-                for (_, n), buf in zip(pieces, writes):
-                    cell, info = nat.map_callback_info()
-                    lib.wgpuBufferMapAsync(buf, nat.MAP_WRITE, 0, n, info[0])
-                    wcells.append((cell, info))
-                wait_cells(dev, [c for c, _ in wcells])
-            t5 = _perf()
-            wptrs = [int(ffi.cast("uintptr_t", lib.wgpuBufferGetMappedRange(buf, 0, n)))
-                     for (_, n), buf in zip(pieces, writes)]
-            _copy.copy_many([(p, out.ctypes.data + off, n, 8) for (off, n), p in zip(pieces, wptrs)])
-            t6 = _perf()
-            _copy.copy_many([(p, out.ctypes.data + off, n, 8) for (off, n), p in zip(pieces, wptrs)])
-            t7 = _perf()
-            for buf in writes:
-                lib.wgpuBufferUnmap(buf)
-            t8 = _perf()
-            if i >= 2:
-                for k, v in (("read_map_wait", t1 - t0), ("read_copy_first_touch", t2 - t1),
-                             ("read_copy_warm", t3 - t2), ("read_unmap", t4 - t3), ("write_map_wait", t5 - t4),
-                             ("write_copy_first_touch", t6 - t5), ("write_copy_warm", t7 - t6),
-                             ("write_unmap", t8 - t7)):
-                    rows.setdefault(k, []).append(v)
+            cycle("read", reads, nat.MAP_READ, lib.wgpuBufferGetConstMappedRange, True, True)
+            # The write buffers start mapped (from creation); later rounds map them again.
+            cycle("write", writes, nat.MAP_WRITE, lib.wgpuBufferGetMappedRange, False, i > 0)
         assert out[-1] == nbytes // 4 - 1
         emit(dev, {"bench": "map_cycles", "bytes": nbytes, "parts": len(pieces),
                    **{k + "_s": med(v) for k, v in rows.items()}})

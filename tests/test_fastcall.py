@@ -8,7 +8,7 @@ import math
 import pytest
 import wasmtime
 
-from wagogpu.fastcall import FastCall, GuestCaller, host_func
+from wagogpu.fastcall import FastCall, host_func, memory_address
 
 WAT = """(module
   (import "h" "mix" (func $mix (param i32 i64 f32 f64) (result i64 f64)))
@@ -43,7 +43,7 @@ def guest():
     def span(caller):
         memory = caller.get("memory")
         seen["caller"] = caller
-        seen["base"], size = caller.memory_span(GuestCaller.memory_address(memory))
+        seen["base"], size = caller.memory_span(memory_address(memory))
         return size
 
     funcs = [host_func(store, wasmtime.FuncType(types("i32", "i64", "f32", "f64"), types("i64", "f64")), mix),

@@ -83,7 +83,7 @@ class FastCall:
         self._writes = [(_ffi.cast(_WRITE[n][0], self._slots), i * stride[n], _WRITE[n][1])
                         for i, n in enumerate(names)]
         self._reads = [(_ffi.cast(_READ[n], self._slots), i * stride[n]) for i, n in enumerate(result_names)]
-        self._ctx = _ffi.cast("void *", _address(store._context()))
+        self._ctx = store_context(store)
         self._fptr = _ffi.cast("void *", ctypes.addressof(func._func))
         self._trap = _ffi.new("void **")
 
@@ -137,17 +137,11 @@ class GuestCaller:
     def _context(self) -> Any:
         return self._wasmtime()._context()
 
-    @staticmethod
-    def memory_address(memory: wasmtime.Memory) -> Any:
-        """Where a Memory's wasmtime_memory_t lies (stable for the Memory object's life)."""
-        return _ffi.cast("void *", ctypes.addressof(memory._memory))
-
     def memory_span(self, memory_address: Any) -> tuple[int, int]:
-        """(address, byte length) of the guest memory at memory_address (see memory_address)."""
+        """(address, byte length) of the guest memory at memory_address (see memory_address())."""
         if self._ptr is None:
             raise ValueError("the caller is gone (used after its import returned)")
-        ctx = _caller_context(self._ptr)
-        return _memory_data(ctx, memory_address), _memory_size(ctx, memory_address)
+        return memory_span(_caller_context(self._ptr), memory_address)
 
     def _wasmtime(self) -> wasmtime.Caller:
         if self._ptr is None:
@@ -165,6 +159,22 @@ class GuestCaller:
 _caller_context = _lib.wasmtime_caller_context
 _memory_data = _lib.wasmtime_memory_data
 _memory_size = _lib.wasmtime_memory_data_size
+
+
+def memory_address(memory: wasmtime.Memory) -> Any:
+    """Where a Memory's wasmtime_memory_t lies (stable for the Memory object's life)."""
+    return _ffi.cast("void *", ctypes.addressof(memory._memory))
+
+
+def memory_span(context: Any, memory_address: Any) -> tuple[int, int]:
+    """(address, byte length) of a non-shared memory, given a store context and where the memory's
+    wasmtime_memory_t lies (plain ints, no wasmtime-py objects); valid until the memory grows."""
+    return _memory_data(context, memory_address), _memory_size(context, memory_address)
+
+
+def store_context(store: Any) -> Any:
+    """A Store's (or Caller's) context as a pointer the C calls here take."""
+    return _ffi.cast("void *", _address(store._context()))
 
 
 class _HostFunc:
@@ -238,7 +248,7 @@ def host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Any, access_c
     _HOST_FUNCS[id(f)] = f
     func = wasmtime.Func.__new__(wasmtime.Func)
     func._func = wffi.wasmtime_func_t()
-    _lib.wasmtime_func_new_unchecked(_ffi.cast("void *", _address(store._context())),
+    _lib.wasmtime_func_new_unchecked(store_context(store),
                                      _ffi.cast("void *", _address(ftype.ptr())), _trampoline, f.handle,
                                      _finalize, _ffi.cast("void *", ctypes.addressof(func._func)))
     return func

@@ -16,7 +16,7 @@ from .abi.table import GC_IMPORTS, SLOT_COUNT, ImportSpec, Status, pack_result, 
 from .buffers import Buffer, InstanceBuffers
 from .compiler.contract import KernelClass
 from .diagnostics import BufferOperation, TransferCounters
-from .fastcall import GuestCaller
+from .fastcall import GuestCaller, memory_address
 from .memcopy import copy_bytes
 from .memexports import memory_export_name
 from .residency import KERNEL_FALLBACK
@@ -293,7 +293,7 @@ class InstanceImports:
             if not isinstance(memory, wasmtime.Memory):
                 return None
             found = self._memories[index] = (memory, memory.type(caller).is_64,
-                                               GuestCaller.memory_address(memory))
+                                               memory_address(memory))
         return found
 
     # -- hooks called by the accessor module -------------------------------------------------------

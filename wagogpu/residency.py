@@ -331,12 +331,10 @@ class Residency:
                     return unwind(status)
                 if upload is not None:
                     start, end, words = upload
-                    if isinstance(words, UploadStage):
-                        transient += words.nbytes  # reserved when the set filled it
-                    elif not inst.reserve(words.nbytes):
+                    # (A stage was reserved when the set filled it.)
+                    if not isinstance(words, UploadStage) and not inst.reserve(words.nbytes):
                         return unwind(Status.LIMIT_EXCEEDED)
-                    else:
-                        transient += words.nbytes
+                    transient += words.nbytes
                     uploads.append((buf, start, end, words))
             if written:
                 size = buf.gpu_bytes
@@ -375,12 +373,7 @@ class Residency:
                 storage.append(scratch[0])
             else:
                 storage.append(buf.gpu)
-        # The small per-instance buffers this dispatch uses: no reservation may evict them meanwhile.
-        d.small_in_use = True
-        try:
-            status, params = self._small_buffers(inst, plan, count)
-        finally:
-            d.small_in_use = False
+        status, params = self._small_buffers(inst, plan, count)
         if status:
             return unwind(status)
         if params is not None:
@@ -485,7 +478,16 @@ class Residency:
 
     def _small_buffers(self, inst: InstanceBuffers, plan: DispatchPlan, count: int) -> tuple[int, bytes | None]:
         """The parameter block (one 16-byte uniform per instance, rewritten only when the count
-        changes; its payload reserved for this dispatch) and the error word a kernel may need."""
+        changes; its payload reserved for this dispatch) and the error word a kernel may need.
+        They are in use from here on: no reservation made meanwhile may evict them."""
+        d = inst.device
+        d.small_in_use = True
+        try:
+            return self._set_up_small_buffers(inst, plan, count)
+        finally:
+            d.small_in_use = False
+
+    def _set_up_small_buffers(self, inst: InstanceBuffers, plan: DispatchPlan, count: int) -> tuple[int, bytes | None]:
         d = inst.device
         dev = self.device
         if d.uniform is None:

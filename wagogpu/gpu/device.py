@@ -123,8 +123,8 @@ def _addr(ptr: Any) -> int:
 class BufferHandle:
     """A device buffer.  ``kind`` is "storage", "uniform" or "staging"; ``nbytes`` its real size.
 
-    ``mapped`` is the host address of a staging buffer that read(keep_mapped=True) left mapped
-    (0 otherwise); it stays valid until unmap(), release() or the next read through it.
+    ``mapped`` is the host address of a staging buffer that read_mapped() left mapped (0
+    otherwise); it stays valid until unmap(), release() or the next read through it.
     """
 
     __slots__ = ("id", "kind", "nbytes", "_ptr", "mapped", "__weakref__")
@@ -482,6 +482,17 @@ class GpuDevice:
         desc.mappedAtCreation = bool(mapped)
         return lib.wgpuDeviceCreateBuffer(self._D, desc)
 
+    def _checked_buffer(self, size: int, usage: int, mapped: bool = False) -> tuple[Any, str | None]:
+        """_raw_buffer inside error scopes: (buffer, None), or (NULL, the error) with nothing left allocated."""
+        mark = self._push()
+        ptr = self._raw_buffer(size, usage, mapped)
+        err = self._pop(mark)
+        if err is None and ptr != _NULL:
+            return ptr, None
+        if ptr != _NULL:
+            self._free_raw_buffer(ptr)
+        return _NULL, err or "no buffer returned"
+
     @staticmethod
     def _free_raw_buffer(ptr: Any) -> None:
         lib.wgpuBufferDestroy(ptr)
@@ -582,9 +593,7 @@ class GpuDevice:
                 if st.cell is not None:
                     nat.forget_cell(st.cell)
                 self._free_raw_buffer(st.ptr)
-            for sg in self._stages_idle:
-                self._free_stage(sg)
-            self._stages_idle.clear()
+            self._free_idle_stages()
             if self.has_timestamps and self._ts_cell is not None:
                 nat.forget_cell(self._ts_cell)
                 self._ts_cell = None
@@ -615,14 +624,9 @@ class GpuDevice:
                 ptr = recycled[0]
                 self._recycled_staging = None
             else:
-                mark = self._push()
-                ptr = self._raw_buffer(size, usage)
-                err = self._pop(mark)
-                if err is not None or ptr == _NULL:
-                    if ptr != _NULL:
-                        self._free_raw_buffer(ptr)
-                    raise DeviceAllocationError(f"{kind} buffer of {nbytes} bytes: {err or 'no buffer returned'}",
-                                                nbytes)
+                ptr, err = self._checked_buffer(size, usage)
+                if err is not None:
+                    raise DeviceAllocationError(f"{kind} buffer of {nbytes} bytes: {err}", nbytes)
                 self._allocations += 1
             h = BufferHandle(self._new_id(), kind, size, ptr)
             self._buffers[h.id] = h
@@ -838,11 +842,8 @@ class GpuDevice:
             size = min(size, self.limits["max-buffer-size"])
             if size < nbytes:
                 raise DeviceFailure("submit", f"upload of {nbytes} bytes exceeds max-buffer-size")
-            mark = self._push()
-            ptr = self._raw_buffer(size, nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC, mapped=True)
-            err = self._pop(mark)
+            ptr, err = self._checked_buffer(size, nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC, mapped=True)
             if err is not None:
-                self._free_raw_buffer(ptr)
                 raise DeviceFailure("submit", f"upload staging of {size} bytes: {err}")
             st = self._staging = _Staging(ptr, size)
         return st
@@ -884,12 +885,8 @@ class GpuDevice:
                 size = (nbytes + 4095) & ~4095
                 if size > self.limits["max-buffer-size"]:
                     raise DeviceAllocationError(f"an upload stage of {nbytes} bytes exceeds max-buffer-size", nbytes)
-                mark = self._push()
-                ptr = self._raw_buffer(size, nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC, mapped=True)
-                err = self._pop(mark)
-                if err is not None or ptr == _NULL:
-                    if ptr != _NULL:
-                        self._free_raw_buffer(ptr)
+                ptr, err = self._checked_buffer(size, nat.USAGE_MAP_WRITE | nat.USAGE_COPY_SRC, mapped=True)
+                if err is not None:
                     raise DeviceAllocationError(f"an upload stage of {size} bytes: {err}", nbytes)
                 pick = UploadStage(ptr, size)
                 self._stages_live.add(pick)
@@ -927,6 +924,12 @@ class GpuDevice:
             stage._cell = None
             if not self._closed:
                 self._free_raw_buffer(stage._ptr)
+
+    def _free_idle_stages(self) -> None:
+        """(lock held)"""
+        for sg in self._stages_idle:
+            self._free_stage(sg)
+        self._stages_idle.clear()
 
     def _record_uploads(self, enc: Any, uploads: Sequence[tuple[BufferHandle, int, Any]],
                         deadline: float, stages: list[UploadStage] | None = None) -> tuple[int, _Staging | None]:
@@ -1639,9 +1642,7 @@ class GpuDevice:
             if st is not None and (st.mapped or (st.cell is not None and st.cell.status)):
                 self._staging = None
                 self._free_raw_buffer(st.ptr)
-            for sg in self._stages_idle:
-                self._free_stage(sg)
-            self._stages_idle.clear()
+            self._free_idle_stages()
             recycled, self._recycled_staging = self._recycled_staging, None
             if recycled is not None:
                 self._free_raw_buffer(recycled[0])
