@@ -7,11 +7,15 @@ and raises ConfigError (a ValueError) naming the field.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from .abi.table import SLOT_COUNT, Access, ElementType
 
-KERNEL_PREFIX = "wago_gpu.kernel."
-CPU_PREFIX = "wago_gpu.cpu."
-MAX_EXPORT_NAME_BYTES = 256
+from .abi.kernel import (CPU_PREFIX, KERNEL_PREFIX, MAX_EXPORT_NAME_BYTES, BindingConfig, KernelConfig,
+                         kernel_contract_problem)
+from .errors import ConfigError
+
+__all__ = ["Config", "KernelConfig", "BindingConfig", "ConfigError", "CONFIG_FIELDS", "LIMITS",
+           "KERNEL_PREFIX", "CPU_PREFIX", "MAX_EXPORT_NAME_BYTES", "kernel_contract_problem"]
+
+
 MIB = 1 << 20
 
 # Field -> (default when 0 is given, largest allowed value).
@@ -25,88 +29,6 @@ LIMITS: dict[str, tuple[int, int]] = {
 }
 DEFAULT_RUN_TIMEOUT = 5.0
 POWER_PREFERENCES = ("high-performance", "low-power")
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message starts with the field's name."""
-
-    def __init__(self, field_name: str, message: str):
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
-
-
-@dataclass(frozen=True)
-class BindingConfig:
-    slot: int
-    type: int
-    access: int
-
-    def __post_init__(self) -> None:
-        for name in ("slot", "type", "access"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(name, f"expected an integer, got {value!r}")
-        if self.type in ElementType.__members__.values():
-            object.__setattr__(self, "type", ElementType(self.type))
-        if self.access in Access.__members__.values():
-            object.__setattr__(self, "access", Access(self.access))
-
-
-@dataclass(frozen=True)
-class KernelConfig:
-    id: int
-    export: str
-    cpu_export: str
-    bindings: tuple[BindingConfig, ...]
-    relaxed_float: bool = False
-    min_elements: int = 0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "bindings", tuple(self.bindings))
-        for b in self.bindings:
-            if not isinstance(b, BindingConfig):
-                raise ConfigError("bindings", f"expected BindingConfig, got {type(b).__name__}")
-        for name in ("export", "cpu_export"):
-            if not isinstance(getattr(self, name), str):
-                raise ConfigError(name, "expected a string")
-        for name in ("id", "min_elements"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(name, f"expected an integer, got {value!r}")
-
-    @property
-    def suffix(self) -> str:
-        return self.export[len(KERNEL_PREFIX):]
-
-
-def kernel_contract_problem(kernel: KernelConfig, max_bindings: int = SLOT_COUNT) -> tuple[str, str] | None:
-    """First reason (field, message) the kernel's declared contract is invalid, or None.
-
-    Shared by Config validation and compile_buffer_wgsl (which reports it as INVALID_CONTRACT).
-    """
-    if not 0 < kernel.id <= 0xFFFFFFFF:
-        return "id", "kernel ID must be a non-zero u32"
-    if not kernel.export.startswith(KERNEL_PREFIX) or len(kernel.export) == len(KERNEL_PREFIX):
-        return "export", f"kernel export must be {KERNEL_PREFIX!r} followed by a name"
-    if kernel.cpu_export != CPU_PREFIX + kernel.suffix:
-        return "cpu_export", f"CPU export must be {CPU_PREFIX + kernel.suffix!r}"
-    for name in ("export", "cpu_export"):
-        if len(getattr(kernel, name).encode()) > MAX_EXPORT_NAME_BYTES:
-            return name, f"export name longer than {MAX_EXPORT_NAME_BYTES} bytes"
-    if not 1 <= len(kernel.bindings) <= max_bindings:
-        return "bindings", f"a kernel declares 1 to {max_bindings} bindings"
-    seen: set[int] = set()
-    for i, b in enumerate(kernel.bindings):
-        if not 0 <= b.slot < SLOT_COUNT:
-            return f"bindings[{i}].slot", f"slot must be below {SLOT_COUNT}"
-        if b.slot in seen:
-            return f"bindings[{i}].slot", f"slot {b.slot} declared twice"
-        seen.add(b.slot)
-        if b.type not in ElementType.__members__.values():
-            return f"bindings[{i}].type", f"unknown element type {b.type}"
-        if b.access not in Access.__members__.values():
-            return f"bindings[{i}].access", f"unknown access {b.access}"
-    return None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ import re
 
 import wasmtime
 
+from .errors import ModuleError
+
 WASM_FEATURES = ("wasm_gc", "wasm_function_references", "wasm_memory64", "wasm_multi_memory",
                  "wasm_reference_types", "wasm_bulk_memory", "wasm_multi_value", "wasm_simd")
 
@@ -12,10 +14,6 @@ VALTYPES = {
     "i32": wasmtime.ValType.i32, "i64": wasmtime.ValType.i64,
     "f32": wasmtime.ValType.f32, "f64": wasmtime.ValType.f64,
 }
-
-
-class ModuleError(ValueError):
-    """A module the runtime cannot take (malformed Wasm or WAT, or a failed link)."""
 
 
 def new_engine() -> wasmtime.Engine:

@@ -26,6 +26,7 @@ from .config import Config, ConfigError, KernelConfig
 from .diagnostics import (BufferOperation, BufferSnapshot, KernelDiagnostic, LegacyTiming, Snapshot,
                           TransferCounters)
 from .fastcall import FastCall, host_func
+from .errors import GpuRequiredError
 from .engine import VALTYPES, ModuleError, first_line, new_engine, to_wasm
 from .buffers import InstanceBuffers, RuntimeBudget, memory_view
 from .imports import InstanceImports
@@ -42,10 +43,6 @@ def _close_live_hosts() -> None:
     """Close what programs left open while the interpreter is still whole (see _release_store)."""
     for host in list(_LIVE_HOSTS):
         host.close()
-
-
-class GpuRequiredError(RuntimeError):
-    """require_gpu=True and no hardware adapter opened."""
 
 
 def _functype(params: Sequence[str], results: Sequence[str]) -> wasmtime.FuncType:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..abi.table import SLOT_COUNT
-from ..config import CPU_PREFIX, KERNEL_PREFIX, MAX_EXPORT_NAME_BYTES, KernelConfig, kernel_contract_problem
+from ..abi.kernel import CPU_PREFIX, KERNEL_PREFIX, MAX_EXPORT_NAME_BYTES, KernelConfig, kernel_contract_problem
 from . import reader as lim
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule, decode_module

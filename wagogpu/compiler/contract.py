@@ -8,6 +8,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from ..abi.kernel import KernelError
+
+__all__ = ["CompileErrorKind", "CompileError", "KernelError", "KernelClass", "MemoryDecl", "KernelPlan",
+           "ModuleContract"]
+
 
 class CompileErrorKind(enum.IntEnum):
     INVALID_CONTRACT = 1
@@ -28,15 +33,6 @@ class CompileError(Exception):
 
     def __repr__(self) -> str:
         return f"CompileError({self.kind.name}, {self.message!r})"
-
-
-class KernelError(enum.IntEnum):
-    """Codes a shader writes into its error word (see KernelPlan.error_word)."""
-
-    NONE = 0
-    TRAP = 1  # a Wasm trap: integer division by zero, signed overflow, trapping truncation
-    LOOP_BUDGET = 2  # a loop ran out of its iteration budget
-    INDEX_RANGE = 3  # a gather read outside its buffer
 
 
 class KernelClass(enum.Enum):

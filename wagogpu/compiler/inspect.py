@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Iterable
 
-from ..config import KernelConfig
+from ..abi.kernel import KernelConfig
 from . import reader as lim
 from .buffer import lower_kernel, validate_kernel
 from .contract import CompileError, CompileErrorKind, KernelClass, KernelPlan, ModuleContract

@@ -10,37 +10,12 @@ the reference's exact text.
 """
 from __future__ import annotations
 
-import struct
-
+from ..abi.kernel import (MAX_GRID_COUNT, MAX_GROUPS_PER_DIMENSION, ROW_INVOCATIONS, WORKGROUP_SIZE,
+                          parameter_block, workgroup_grid)
 from ..abi.table import SLOT_COUNT, ElementType
 
-WORKGROUP_SIZE = 256
-MAX_GROUPS_PER_DIMENSION = 65535  # WebGPU's guaranteed maxComputeWorkgroupsPerDimension
-ROW_INVOCATIONS = MAX_GROUPS_PER_DIMENSION * WORKGROUP_SIZE  # 16,776,960 invocations per grid row
-# Largest count whose every invocation index (id.x + id.y * ROW_INVOCATIONS) still fits in a u32:
-# y <= 256 rows of ROW_INVOCATIONS, i.e. 65535 * 65536 = 4,294,901,760 elements.
-MAX_GRID_COUNT = ROW_INVOCATIONS * 256
-
-
-def workgroup_grid(count: int) -> tuple[int, int]:
-    """Workgroups (x, y) to dispatch for `count` elements; z is always 1.
-
-    groups = ceil(count / 256); x = min(groups, 65535); y = ceil(groups / 65535).
-    The shader computes `index = id.x+id.y*16776960u` (16776960 = 65535 * 256 invocations per
-    row of the grid) and returns when index >= params.count, so the partial last row and the
-    spare groups of a full row do nothing. Up to 16,776,960 elements this is (groups, 1) and
-    id.y is 0. count 0 gives (0, 0): a zero-count dispatch must not reach the GPU. Raises
-    ValueError above MAX_GRID_COUNT, where indices would wrap around in u32.
-    """
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GRID_COUNT:
-        raise ValueError(f"count must be an integer in 0..{MAX_GRID_COUNT}, got {count!r}")
-    groups = -(-count // WORKGROUP_SIZE)
-    return min(groups, MAX_GROUPS_PER_DIMENSION), -(-groups // MAX_GROUPS_PER_DIMENSION)
-
-
-def parameter_block(count: int) -> bytes:
-    """The 16 bytes the uniform `params` holds for a dispatch of `count`: {count, 0, 0, 0} (abi.md §4.6)."""
-    return struct.pack("<4I", count, 0, 0, 0)
+__all__ = ["MAX_GRID_COUNT", "MAX_GROUPS_PER_DIMENSION", "ROW_INVOCATIONS", "WORKGROUP_SIZE", "parameter_block",
+           "workgroup_grid", "assemble"]
 
 
 PARAMS_DECL = (

@@ -1,0 +1,155 @@
+"""The kernel contract every layer shares: what a kernel declares, the codes its shader reports,
+the parameter block and the dispatch grid (abi.md §6-7, compiler.md §1.3).
+
+The compiler, the buffer layer and the host all need these facts, so they live here, below all of
+them. KernelConfig and BindingConfig only record what the user wrote (checked by type, so that a
+bad kernel can still be reported by compile_buffer_wgsl as CompileError(INVALID_CONTRACT));
+kernel_contract_problem says what is wrong with a contract.
+"""
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from .table import SLOT_COUNT, Access, ElementType
+
+KERNEL_PREFIX = "wago_gpu.kernel."
+CPU_PREFIX = "wago_gpu.cpu."
+MAX_EXPORT_NAME_BYTES = 256
+
+WORKGROUP_SIZE = 256
+MAX_GROUPS_PER_DIMENSION = 65535  # WebGPU's guaranteed maxComputeWorkgroupsPerDimension
+ROW_INVOCATIONS = MAX_GROUPS_PER_DIMENSION * WORKGROUP_SIZE  # 16,776,960 invocations per grid row
+# Largest count whose every invocation index (id.x + id.y * ROW_INVOCATIONS) still fits in a u32:
+# y <= 256 rows of ROW_INVOCATIONS, i.e. 65535 * 65536 = 4,294,901,760 elements.
+MAX_GRID_COUNT = ROW_INVOCATIONS * 256
+PARAMETER_BLOCK_BYTES = 16
+ERROR_WORD_BYTES = 16  # array<atomic<u32>, 4>: word 0 holds the first KernelError raised
+
+
+class KernelError(enum.IntEnum):
+    """Codes a shader writes into its error word (a kernel that can trap, loop or gather)."""
+
+    NONE = 0
+    TRAP = 1  # a Wasm trap: integer division by zero, signed overflow, trapping truncation
+    LOOP_BUDGET = 2  # a loop ran out of its iteration budget
+    INDEX_RANGE = 3  # a gather read outside its buffer
+
+
+def _enum_member(enum_type: Any, value: Any, field_name: str) -> Any:
+    """An ElementType/Access from a member, its integer value or its name (any case).
+
+    Unknown integers are kept as plain ints: the contract check reports them (so that
+    compile_buffer_wgsl can answer INVALID_CONTRACT, as the reference does for an unknown type).
+    """
+    if isinstance(value, enum_type):
+        return value
+    if isinstance(value, str):
+        key = value.strip().upper()
+        if key in enum_type.__members__:
+            return enum_type[key]
+        names = ", ".join(enum_type.__members__)
+        raise ConfigError(field_name, f"unknown {enum_type.__name__} name {value!r} (one of {names})")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(field_name, f"expected an integer or a name, got {value!r}")
+    return enum_type(value) if value in enum_type._value2member_map_ else value
+
+
+@dataclass(frozen=True)
+class BindingConfig:
+    """One declared slot of a kernel: type and access as enum members, integers or names."""
+
+    slot: int
+    type: int
+    access: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.slot, bool) or not isinstance(self.slot, int):
+            raise ConfigError("slot", f"expected an integer, got {self.slot!r}")
+        object.__setattr__(self, "type", _enum_member(ElementType, self.type, "type"))
+        object.__setattr__(self, "access", _enum_member(Access, self.access, "access"))
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """A kernel as the user declared it: ID, the two export names, bindings and its consent."""
+
+    id: int
+    export: str
+    cpu_export: str
+    bindings: tuple[BindingConfig, ...]
+    relaxed_float: bool = False
+    min_elements: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bindings", tuple(self.bindings))
+        for b in self.bindings:
+            if not isinstance(b, BindingConfig):
+                raise ConfigError("bindings", f"expected BindingConfig, got {type(b).__name__}")
+        for name in ("export", "cpu_export"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(name, "expected a string")
+        for name in ("id", "min_elements"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(name, f"expected an integer, got {value!r}")
+        if not isinstance(self.relaxed_float, bool):
+            raise ConfigError("relaxed_float", f"expected a bool, got {self.relaxed_float!r}")
+
+    @property
+    def suffix(self) -> str:
+        return self.export[len(KERNEL_PREFIX):]
+
+
+def kernel_contract_problem(kernel: KernelConfig, max_bindings: int = SLOT_COUNT) -> tuple[str, str] | None:
+    """First reason (field, message) the kernel's declared contract is invalid, or None.
+
+    Shared by Config validation and compile_buffer_wgsl (which reports it as INVALID_CONTRACT).
+    """
+    if not 0 < kernel.id <= 0xFFFFFFFF:
+        return "id", "kernel ID must be a non-zero u32"
+    if not kernel.export.startswith(KERNEL_PREFIX) or len(kernel.export) == len(KERNEL_PREFIX):
+        return "export", f"kernel export must be {KERNEL_PREFIX!r} followed by a name"
+    if kernel.cpu_export != CPU_PREFIX + kernel.suffix:
+        return "cpu_export", f"CPU export must be {CPU_PREFIX + kernel.suffix!r}"
+    for name in ("export", "cpu_export"):
+        if len(getattr(kernel, name).encode()) > MAX_EXPORT_NAME_BYTES:
+            return name, f"export name longer than {MAX_EXPORT_NAME_BYTES} bytes"
+    if not 1 <= len(kernel.bindings) <= max_bindings:
+        return "bindings", f"a kernel declares 1 to {max_bindings} bindings"
+    seen: set[int] = set()
+    for i, b in enumerate(kernel.bindings):
+        if not 0 <= b.slot < SLOT_COUNT:
+            return f"bindings[{i}].slot", f"slot must be below {SLOT_COUNT}"
+        if b.slot in seen:
+            return f"bindings[{i}].slot", f"slot {b.slot} declared twice"
+        seen.add(b.slot)
+        if not isinstance(b.type, ElementType):
+            return f"bindings[{i}].type", f"unknown element type {b.type}"
+        if not isinstance(b.access, Access):
+            return f"bindings[{i}].access", f"unknown access {b.access}"
+    return None
+
+
+def workgroup_grid(count: int) -> tuple[int, int]:
+    """Workgroups (x, y) to dispatch for `count` elements; z is always 1.
+
+    groups = ceil(count / 256); x = min(groups, 65535); y = ceil(groups / 65535).
+    The shader computes `index = id.x+id.y*16776960u` (16776960 = 65535 * 256 invocations per
+    row of the grid) and returns when index >= params.count, so the partial last row and the
+    spare groups of a full row do nothing. Up to 16,776,960 elements this is (groups, 1) and
+    id.y is 0. count 0 gives (0, 0): a zero-count dispatch must not reach the GPU. Raises
+    ValueError above MAX_GRID_COUNT, where indices would wrap around in u32.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GRID_COUNT:
+        raise ValueError(f"count must be an integer in 0..{MAX_GRID_COUNT}, got {count!r}")
+    groups = -(-count // WORKGROUP_SIZE)
+    return min(groups, MAX_GROUPS_PER_DIMENSION), -(-groups // MAX_GROUPS_PER_DIMENSION)
+
+
+def parameter_block(count: int) -> bytes:
+    """The 16 bytes the uniform `params` holds for a dispatch of `count`: {count, 0, 0, 0} (abi.md §4.6)."""
+    return struct.pack("<4I", count, 0, 0, 0)
