@@ -1,0 +1,155 @@
+"""The device layer's plain records: handles, plans, results and statistics.
+
+Kept apart from the device so that the layers above can name them (and import ``wagogpu.gpu``)
+without loading wgpu's native library: nothing here touches wgpu.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BufferHandle", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats", "UploadStage"]
+
+
+class BufferHandle:
+    """A device buffer.  ``kind`` is "storage", "uniform" or "staging"; ``nbytes`` its real size.
+
+    ``mapped`` is the host address of a staging buffer that read_mapped() left mapped (0
+    otherwise); it stays valid until unmap(), release() or the next read through it.
+    """
+
+    __slots__ = ("id", "kind", "nbytes", "_ptr", "mapped", "__weakref__")
+
+    def __init__(self, id: int, kind: str, nbytes: int, ptr: Any) -> None:
+        self.id = id
+        self.kind = kind
+        self.nbytes = nbytes
+        self._ptr = ptr
+        self.mapped = 0
+
+    @property
+    def released(self) -> bool:
+        return self._ptr is None
+
+    def __repr__(self) -> str:
+        state = " released" if self._ptr is None else ""
+        return f"<BufferHandle {self.id} {self.kind} {self.nbytes} B{state}>"
+
+
+class ComputePipeline:
+    """A compute pipeline with its explicit layout: uniform at binding 0, storage at 1..N."""
+
+    __slots__ = ("id", "key", "bindings", "_ptr", "_bgl", "_layout", "_module", "__weakref__")
+
+    def __init__(self, id: int, key: tuple[Any, ...], bindings: tuple[bool, ...],
+                 ptr: Any, bgl: Any, layout: Any, module: Any) -> None:
+        self.id = id
+        self.key = key
+        self.bindings = bindings
+        self._ptr = ptr
+        self._bgl = bgl
+        self._layout = layout
+        self._module = module
+
+    @property
+    def released(self) -> bool:
+        return self._ptr is None
+
+    def __repr__(self) -> str:
+        return f"<ComputePipeline {self.id} bindings={len(self.bindings)}{' released' if self._ptr is None else ''}>"
+
+
+@dataclass(slots=True)
+class ExecutePlan:
+    """One GPU dispatch transaction (abi.md §4.6 step 6).
+
+    ``uploads`` are (buffer, byte_offset, array or UploadStage) written before the seeds (a
+    stage is consumed: the plan's submission re-maps it for a later stage(), a failure frees it);
+    ``seeds`` are (src, dst, byte_offset, nbytes) device copies at the same
+    offset in both buffers, recorded before the compute pass; ``workgroups``
+    (x, y) is the grid (x, y ≤ max-compute-workgroups-per-dimension).
+    ``readahead`` (extension): storage buffers (each at most READAHEAD_MAX_BYTES) whose final
+    contents are copied to mapped read buffers in the same submission, for a following read();
+    ignored with ``separate_stages``.
+    ``timestamps`` (extension): measure the compute pass with GPU timestamps
+    (device_compute_s).  None, the default, means "in profile mode", i.e.
+    when ``separate_stages`` is set: the timestamp resolve and readback add
+    ~40 us to a dispatch on the H200, nearly doubling a resident dispatch.
+    """
+
+    pipeline: ComputePipeline
+    uniform: BufferHandle
+    params: bytes | None = None
+    storage: Sequence[BufferHandle] = ()
+    uploads: Sequence[tuple[BufferHandle, int, np.ndarray | UploadStage]] = ()
+    seeds: Sequence[tuple[BufferHandle, BufferHandle, int, int]] = ()
+    workgroups: tuple[int, int] = (1, 1)
+    separate_stages: bool = False
+    timestamps: bool | None = None
+    readahead: Sequence[BufferHandle] = ()
+
+
+@dataclass(slots=True)
+class ExecuteResult:
+    """Timings of one execute, in seconds of host wall time unless named device_.
+
+    In one-submission mode ``upload_s`` is the host time to stage the upload
+    bytes, ``seed_s`` the time to record the seed copies and ``compute_s``
+    from submission to completion (it includes the GPU side of the copies).
+    With ``separate_stages`` each is its own waited submission.
+    ``device_compute_s`` is the compute pass measured by GPU timestamps.
+    ``submitted``: the work reached the queue; ``hardware_submitted``: and the
+    adapter is a hardware one (False on lavapipe).
+    """
+
+    upload_s: float
+    seed_s: float
+    compute_s: float
+    total_s: float
+    device_compute_s: float | None
+    hardware_submitted: bool
+    submitted: bool = True
+    upload_bytes: int = 0
+    seed_bytes: int = 0
+
+
+@dataclass(slots=True)
+class DeviceStats:
+    """A snapshot of what the device holds and has done."""
+
+    live_buffers: int
+    live_bytes: int
+    allocations_total: int
+    pipeline_hits: int
+    pipeline_misses: int
+    pipelines_live: int
+    bind_groups_live: int
+    bind_group_hits: int
+    bind_group_misses: int
+    internal_staging_bytes: int
+    submissions: int
+
+
+class UploadStage:
+    """A mapped upload buffer the caller fills before the dispatch that uploads it (extension).
+
+    From stage() until it is passed in an ExecutePlan upload (which consumes it) or handed back
+    with unstage(), the caller owns it and may write ``nbytes`` bytes at ``address``.  Filling it
+    while copying into the CPU copy overlaps the PCIe write with the host copy.
+    """
+
+    __slots__ = ("_ptr", "size", "nbytes", "address", "_cell")
+
+    def __init__(self, ptr: Any, size: int) -> None:
+        self._ptr = ptr
+        self.size = size  # allocated bytes
+        self.nbytes = 0  # bytes the caller asked for
+        self.address = 0  # mapped host address while the caller owns it
+        self._cell: Any = None  # a _native.MapCell  # pending re-map after its dispatch
+
+    def __repr__(self) -> str:
+        return f"<UploadStage {self.nbytes}/{self.size} B{' mapped' if self.address else ''}>"
