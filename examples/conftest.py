@@ -32,7 +32,7 @@ def open_host() -> Iterator[OpenHost]:
             config.setdefault("require_gpu", HARDWARE_REQUIRED)
         else:
             config["disabled"] = True
-        host = Host(Config(kernels=list(kernels), **config))
+        host = Host(Config(kernels=tuple(kernels), **config))
         hosts.append(host)
         snap = host.buffer_snapshot()
         if gpu and snap.state != "READY":

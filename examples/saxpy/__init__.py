@@ -24,8 +24,8 @@ WRONG_ELEMENT = 99
 BAD_COUNT = 100
 
 SAXPY = KernelConfig(1, "wago_gpu.kernel.saxpy", "wago_gpu.cpu.saxpy",
-                     [BindingConfig(0, ElementType.F32, Access.READ),         # x
-                      BindingConfig(1, ElementType.F32, Access.READ_WRITE)],  # y, updated in place
+                     (BindingConfig(0, ElementType.F32, Access.READ),         # x
+                      BindingConfig(1, ElementType.F32, Access.READ_WRITE)),  # y, updated in place
                      relaxed_float=True)
 
 

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.n <= MAX_N:
         parser.error(f"--n must be between 1 and {MAX_N}")
     languages = list(Language) if args.guest == "all" else [Language(args.guest)]
-    config = Config(kernels=[SAXPY], disabled=args.cpu, require_gpu=args.require_gpu,
+    config = Config(kernels=(SAXPY,), disabled=args.cpu, require_gpu=args.require_gpu,
                     allow_software_adapter=args.allow_software_adapter)
     try:
         host = Host(config)
