@@ -108,3 +108,22 @@ def test_declaring_y_read_only_is_an_invalid_contract(language):
     with pytest.raises(CompileError) as exc:
         compile_buffer_wgsl(wasm_bytes(language), read_only)
     assert exc.value.kind == CompileErrorKind.INVALID_CONTRACT
+
+
+def test_the_example_command_reports_each_guest(capsys):
+    from examples.saxpy.__main__ import main
+
+    assert main(["--cpu", "--n", "300"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "device: none (DISABLED: GPU disabled)"
+    assert out[1:] == [f"{name}: run(300) returned 1, ran its CPU runner (DISABLED); y verified"
+                       for name in ("WAT", "C", "Zig", "AssemblyScript")]
+
+
+@pytest.mark.parametrize("argv", [["--n", "0"], ["--n", "4097"], ["--cpu", "--require-gpu"], ["--guest", "go"]])
+def test_the_example_command_rejects_bad_flags(argv):
+    from examples.saxpy.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
