@@ -110,6 +110,17 @@ def _class_table(run: AdapterRun) -> list[str]:
     return rows
 
 
+def _cpu_only(run: AdapterRun) -> list[str]:
+    """Why pure functions stayed on the CPU (the compiler's reasons), most frequent first."""
+    reasons: Counter[str] = Counter()
+    for f in run.files:
+        reasons.update(f["not_eligible"])
+    if not reasons:
+        return []
+    listed = "; ".join(f"{reason} ({n})" for reason, n in reasons.most_common())
+    return [f"Pure functions the GPU compiler refused (they ran on the CPU path only): {listed}.", ""]
+
+
 def adapter_section(run: AdapterRun) -> list[str]:
     a = run.adapter
     float_cases = run.total("float_gpu_cases")
@@ -120,7 +131,7 @@ def adapter_section(run: AdapterRun) -> list[str]:
            f"{a.get('seconds', 0):.0f} s. {run.total('gpu_cases')} cases ran on the GPU, {float_cases} of them "
            f"in float functions; **{differing}** of those differ from the spec. Integer results, traps "
            f"and the CPU path: {failures} failures.", ""]
-    out += _file_table(run) + [""]
+    out += _file_table(run) + [""] + _cpu_only(run)
     out += _class_table(run) if differing else ["No float case differs on this adapter."]
     return out + [""]
 
