@@ -1,9 +1,10 @@
-"""python3 -m spec.gpu_testsuite [FILE ...] [--results DIR] [--markdown PATH] [--hardware]
+"""python3 -m spec.gpu_testsuite [FILE ...] [--results DIR] [--markdown PATH] [--hardware] [--render-only]
 
 Runs the copied spec testsuite through wagogpu's GPU and CPU paths, prints one line per file,
 writes DIR/<adapter>.jsonl and rebuilds the Markdown table from every JSONL in DIR. Exit status 1
 when an integer result, a trap or the CPU path differs from the spec (float differences are
 recorded, not failures: tests/test_spec_testsuite.py holds each adapter to its record).
+--render-only rebuilds the Markdown from DIR without running anything.
 """
 from __future__ import annotations
 
@@ -25,7 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="folder of per-adapter JSONL")
     ap.add_argument("--markdown", type=Path, default=DEFAULT_MARKDOWN, help="generated Markdown table")
     ap.add_argument("--hardware", action="store_true", help="refuse software adapters (require a GPU)")
+    ap.add_argument("--render-only", action="store_true", help="only rebuild the Markdown from --results")
     args = ap.parse_args(argv)
+    if args.render_only:
+        render_folder(args.results, args.markdown)
+        print(f"wrote {args.markdown} from {args.results}")
+        return 0
     try:
         files = wast_files(args.files)
         run = run_suite(files, allow_software_adapter=not args.hardware, require_gpu=args.hardware)
