@@ -1,0 +1,26 @@
+// The wago_gpu_v1 imports the corpus guests use (names and signatures as in abi_v1.json).
+@external("wago_gpu_v1", "createBufferPacked") export declare function createBufferPacked(elementType: i32, count: i32): i64;
+@external("wago_gpu_v1", "freeBuffer") export declare function freeBuffer(handle: i32): i32;
+@external("wago_gpu_v1", "bindBuffer") export declare function bindBuffer(slot: i32, handle: i32): i32;
+@external("wago_gpu_v1", "dispatch") export declare function dispatch(kernelId: i32, count: i32): i32;
+@external("wago_gpu_v1", "setBuffer32") export declare function setBuffer32(handle: i32, offset: i32, memory: i32, guest: i32, count: i32): i32;
+@external("wago_gpu_v1", "copyBuffer32") export declare function copyBuffer32(handle: i32, offset: i32, memory: i32, guest: i32, count: i32): i32;
+@external("wago_gpu_v1", "getBuffer") export declare function getBuffer(slot: i32): i32;
+@external("wago_gpu_v1", "readBufferI16") export declare function readBufferI16(handle: i32, index: i32): i32;
+@external("wago_gpu_v1", "readBufferU8") export declare function readBufferU8(handle: i32, index: i32): i32;
+@external("wago_gpu_v1", "readBufferI32") export declare function readBufferI32(handle: i32, index: i32): i32;
+@external("wago_gpu_v1", "readBufferU32") export declare function readBufferU32(handle: i32, index: i32): u32;
+@external("wago_gpu_v1", "readBufferF16") export declare function readBufferF16(handle: i32, index: i32): f32;
+@external("wago_gpu_v1", "readBufferF32") export declare function readBufferF32(handle: i32, index: i32): f32;
+@external("wago_gpu_v1", "readBufferI64") export declare function readBufferI64(handle: i32, index: i32): i64;
+@external("wago_gpu_v1", "readBufferF64") export declare function readBufferF64(handle: i32, index: i32): f64;
+@external("wago_gpu_v1", "writeBufferI8") export declare function writeBufferI8(handle: i32, index: i32, value: i32): void;
+@external("wago_gpu_v1", "writeBufferU8") export declare function writeBufferU8(handle: i32, index: i32, value: i32): void;
+@external("wago_gpu_v1", "writeBufferI16") export declare function writeBufferI16(handle: i32, index: i32, value: i32): void;
+@external("wago_gpu_v1", "writeBufferU16") export declare function writeBufferU16(handle: i32, index: i32, value: i32): void;
+@external("wago_gpu_v1", "writeBufferI32") export declare function writeBufferI32(handle: i32, index: i32, value: i32): void;
+@external("wago_gpu_v1", "writeBufferU32") export declare function writeBufferU32(handle: i32, index: i32, value: u32): void;
+@external("wago_gpu_v1", "writeBufferF16") export declare function writeBufferF16(handle: i32, index: i32, value: f32): void;
+@external("wago_gpu_v1", "writeBufferF32") export declare function writeBufferF32(handle: i32, index: i32, value: f32): void;
+@external("wago_gpu_v1", "writeBufferI64") export declare function writeBufferI64(handle: i32, index: i32, value: i64): void;
+@external("wago_gpu_v1", "writeBufferF64") export declare function writeBufferF64(handle: i32, index: i32, value: f64): void;

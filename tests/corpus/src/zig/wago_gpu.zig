@@ -1,0 +1,26 @@
+//! The wago_gpu_v1 imports the corpus guests use (names and signatures as in abi_v1.json).
+pub extern "wago_gpu_v1" fn createBufferPacked(element_type: i32, count: i32) i64;
+pub extern "wago_gpu_v1" fn freeBuffer(handle: i32) i32;
+pub extern "wago_gpu_v1" fn bindBuffer(slot: i32, handle: i32) i32;
+pub extern "wago_gpu_v1" fn dispatch(kernel_id: i32, count: i32) i32;
+pub extern "wago_gpu_v1" fn setBuffer32(handle: i32, offset: i32, memory: i32, guest: i32, count: i32) i32;
+pub extern "wago_gpu_v1" fn copyBuffer32(handle: i32, offset: i32, memory: i32, guest: i32, count: i32) i32;
+pub extern "wago_gpu_v1" fn getBuffer(slot: i32) i32;
+pub extern "wago_gpu_v1" fn readBufferI16(handle: i32, index: i32) i32;
+pub extern "wago_gpu_v1" fn readBufferU8(handle: i32, index: i32) i32;
+pub extern "wago_gpu_v1" fn readBufferI32(handle: i32, index: i32) i32;
+pub extern "wago_gpu_v1" fn readBufferU32(handle: i32, index: i32) u32;
+pub extern "wago_gpu_v1" fn readBufferF16(handle: i32, index: i32) f32;
+pub extern "wago_gpu_v1" fn readBufferF32(handle: i32, index: i32) f32;
+pub extern "wago_gpu_v1" fn readBufferI64(handle: i32, index: i32) i64;
+pub extern "wago_gpu_v1" fn readBufferF64(handle: i32, index: i32) f64;
+pub extern "wago_gpu_v1" fn writeBufferI8(handle: i32, index: i32, value: i32) void;
+pub extern "wago_gpu_v1" fn writeBufferU8(handle: i32, index: i32, value: i32) void;
+pub extern "wago_gpu_v1" fn writeBufferI16(handle: i32, index: i32, value: i32) void;
+pub extern "wago_gpu_v1" fn writeBufferU16(handle: i32, index: i32, value: i32) void;
+pub extern "wago_gpu_v1" fn writeBufferI32(handle: i32, index: i32, value: i32) void;
+pub extern "wago_gpu_v1" fn writeBufferU32(handle: i32, index: i32, value: u32) void;
+pub extern "wago_gpu_v1" fn writeBufferF16(handle: i32, index: i32, value: f32) void;
+pub extern "wago_gpu_v1" fn writeBufferF32(handle: i32, index: i32, value: f32) void;
+pub extern "wago_gpu_v1" fn writeBufferI64(handle: i32, index: i32, value: i64) void;
+pub extern "wago_gpu_v1" fn writeBufferF64(handle: i32, index: i32, value: f64) void;
