@@ -24,6 +24,8 @@ from wagogpu import Config, Host, Status
 from wagogpu.ray import ActorSlot, FailureKind, HostPool, JobError
 from wagogpu.ray.actor import JobRunner
 from wagogpu.ray.jobs import WireJob
+from wagogpu.ray.pool import Placement, plan_placement
+from wagogpu.ray.safety import import_modules, retry_safe, wasm_bytes
 
 from .gpu_support import HARDWARE_REQUIRED
 
@@ -102,6 +104,42 @@ def test_wagogpu_ray_without_ray_names_the_install_line():
     code = "import sys; sys.modules['ray'] = None\ntry:\n import wagogpu.ray\nexcept ImportError as e: print(e)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True).stdout
     assert 'pip install "wagogpu[ray]"' in out
+
+
+# -- what a pool decides before it runs anything -----------------------------------------------------
+def test_only_modules_limited_to_the_abi_are_retry_safe():
+    assert retry_safe(TILES) and retry_safe(PROBES) and retry_safe("(module)")
+    assert import_modules(wasm_bytes(TILES)) == {"wago_gpu_v1"}
+    wasi = '(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))))'
+    assert not retry_safe(wasi)
+    every_kind = """(module
+      (import "wago_gpu_v1" "getBuffer" (func (param i32) (result i32)))
+      (import "env" "t" (table 1 2 funcref))
+      (import "env" "r" (table 1 (ref null func)))
+      (import "env" "m" (memory i64 1 4))
+      (import "env" "g" (global (mut i32)))
+      (import "env" "e" (tag (param i32))))"""
+    assert import_modules(wasm_bytes(every_kind)) == {"wago_gpu_v1", "env"}
+    assert import_modules(wasm_bytes(TILES)[:40]) is None  # truncated inside the import section
+    assert not retry_safe(b"\0asm\x0d\0\x01\0") and not retry_safe("(module (func")
+
+
+@pytest.mark.parametrize("resources, actors, num_cpus, expected", [
+    ({"CPU": 2.0}, None, None, Placement(2, 1.0, 0.0)),
+    ({"CPU": 2.0}, 4, 0.5, Placement(4, 0.5, 0.0)),
+    ({"CPU": 2.0}, 4, None, Placement(4, 0.5, 0.0)),
+    ({"CPU": 16.0, "GPU": 2.0}, None, None, Placement(2, 1.0, 1.0)),
+    ({"CPU": 16.0, "GPU": 2.0}, 4, None, Placement(4, 1.0, 0.5)),
+])
+def test_placement_is_one_actor_per_gpu_else_per_cpu(resources, actors, num_cpus, expected):
+    assert plan_placement(resources, actors, num_cpus) == expected
+
+
+def test_a_placement_the_cluster_cannot_hold_is_refused():
+    with pytest.raises(ValueError, match="4 actors x 1 CPU exceed the cluster's 2 CPUs"):
+        plan_placement({"CPU": 2.0}, 4, 1.0)
+    with pytest.raises(ValueError, match="actors: expected a positive integer"):
+        plan_placement({"CPU": 2.0}, 0, None)
 
 
 # -- results ------------------------------------------------------------------------------------------
@@ -251,6 +289,16 @@ def test_a_killed_actor_is_restarted_and_its_jobs_rerun(pool):
     assert [r.reads["c"] for r in results] == [plain_counts(CPU, a) for a in args]
     after = {a.index: a.pid for a in pool.actors()}
     assert after[0] != before[0] and after[1] == before[1]
+
+
+def test_the_example_renders_the_plain_hosts_image(cluster, capsys):
+    from examples.ray_pool.__main__ import main
+
+    assert main(["--cpu", "--width", "160", "--height", "90", "--iterations", "64", "--tile", "48",
+                 "--actors", "2", "--num-cpus", "0.5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "verified: the pool's image equals the plain Host's"
+    assert "pool vs plain Host: 0 of 14400 pixels differ" in out and len([l for l in out if l.startswith("actor ")]) == 2
 
 
 def test_close_ends_every_actor_process(cluster):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -159,6 +160,7 @@ class JobRunner:
             host = self._ready_host()
             self._jobs += 1
             outcome: tuple[Any, dict[str, bytes]] | JobError
+            started = time.perf_counter()
             try:
                 outcome = run_on_instance(host, self._module(host, job), job)
             except JobError as exc:
@@ -166,7 +168,7 @@ class JobRunner:
             if not host.snapshot().gpu_failed:
                 if isinstance(outcome, JobError):
                     raise outcome
-                return JobResult(outcome[0], outcome[1], self._index)
+                return JobResult(outcome[0], outcome[1], self._index, time.perf_counter() - started)
             self._replace_host(host)
         seen = outcome.message if isinstance(outcome, JobError) else f"returned {outcome[0]!r}"
         message = (f"{job.export}: the GPU was quarantined while the job ran ({self._last_quarantine}); "

@@ -122,11 +122,14 @@ class WireJob:
 
 @dataclass(frozen=True)
 class JobResult:
-    """What a job returns: the export's return value, the bytes read back, and which actor ran it."""
+    """What a job returns: the export's return value, the bytes read back, which actor ran it, and
+    the actor's own time for it (instantiate to the last read, in seconds: the rest of the job's
+    latency is the pool's and Ray's)."""
 
     value: Any
     reads: dict[str, bytes] = field(default_factory=dict)
     actor: int = 0
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)

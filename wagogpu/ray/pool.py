@@ -60,7 +60,7 @@ def plan_placement(resources: Mapping[str, float], actors: int | None, num_cpus:
     if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus < 0:
         raise ValueError(f"num_cpus: expected a non-negative number, got {num_cpus!r}")
     if actors * num_cpus > cpus + 1e-9:
-        raise ValueError(f"{actors} actors x {num_cpus} CPU exceed the cluster's {cpus:g} CPUs; "
+        raise ValueError(f"{actors} actors x {num_cpus:g} CPU exceed the cluster's {cpus:g} CPUs; "
                          "ask for fewer actors or a smaller num_cpus")
     return Placement(actors, float(num_cpus), num_gpus)
 
@@ -189,14 +189,18 @@ class HostPool:
             self._pending = [[ref for ref in queue if ref not in done] for queue in self._pending]
 
     def _choose_actor(self) -> int:
-        """The least-loaded actor, waiting for a finished job while every queue is full."""
+        """The least-loaded actor, waiting for a finished job while every queue is full. Queues are
+        pruned only when the emptiest looks full: a stale count errs high for every actor alike."""
+        pruned = False
         while True:
-            self._prune()
             loads = [len(queue) for queue in self._pending]
             index = min(range(len(loads)), key=loads.__getitem__)
             if loads[index] < self._max_in_flight:
                 return index
-            ray.wait([ref for queue in self._pending for ref in queue], num_returns=1, fetch_local=False)
+            if pruned:
+                ray.wait([ref for queue in self._pending for ref in queue], num_returns=1, fetch_local=False)
+            self._prune()
+            pruned = True
 
     def in_flight(self) -> int:
         """Jobs submitted and not yet finished."""

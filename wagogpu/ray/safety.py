@@ -88,6 +88,8 @@ def import_modules(wasm: bytes) -> frozenset[str] | None:
         while r.pos < r.end:
             section, size = r.byte(), r.leb()
             start = r.pos
+            if start + size > r.end:
+                return None  # a section runs past the end: the binary is cut short
             if section == _IMPORT_SECTION:
                 body = _Reader(wasm, start, start + size)
                 modules = set()
