@@ -58,7 +58,8 @@ PROBES = """(module
 def cluster():
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from a test cluster
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=128 << 20)
     yield
     if started:
         ray.shutdown()
