@@ -240,8 +240,9 @@ class RawBackend(Backend):
     """One wgpu-native device driven through its C API (see the module docstring)."""
 
     api = DeviceApi.RAW
-    #: A copy between buffers: the C function itself, no Python frame in between.
+    #: A copy between buffers and an unmap: the C functions themselves, no Python frame in between.
     copy = staticmethod(_copy_b2b)
+    unmap = staticmethod(_unmap)
 
     def __init__(self, adapter: RawAdapter, device: Any, flags: BackendFlags) -> None:
         self._adapter: RawAdapter | None = adapter  # keeps the adapter handle alive
@@ -453,9 +454,6 @@ class RawBackend(Backend):
 
     def flush_window(self, buf: Any, window: Any, nbytes: int) -> None:
         """Nothing to do: the window is the mapping itself."""
-
-    def unmap(self, buf: Any) -> None:
-        _unmap(buf)
 
     # -------------------------------------------------------------- timestamps
 

@@ -126,6 +126,7 @@ class PublicBackend(Backend):
         self.encoder = self._encoder
         self.copy = self._copy
         self.poll = self._poll
+        self.unmap = self._unmap
         self._waiter = _Waiter()
         self._fence_sink = self.create_buffer(4, Usage.STORAGE)
         self._fences: list[Native] = []  # idle fence buffers (map-write, copy source), unmapped
@@ -274,7 +275,7 @@ class PublicBackend(Backend):
         except Exception as exc:
             self._error(exc)
 
-    def unmap(self, buf: Any) -> None:
+    def _unmap(self, buf: Any) -> None:
         try:
             if buf.map_state == "mapped":
                 buf.unmap()

@@ -79,7 +79,7 @@ class AdapterChoice:
     them or a case-insensitive piece of the name (None: the best ranked), ``backend`` one API."""
 
     adapter: int | str | None = None
-    backend: BackendName | None = None
+    backend: BackendName | str | None = None  # any case; a BackendName once constructed
     power_preference: str = "high-performance"
     allow_software: bool = False
 
@@ -99,7 +99,7 @@ class AdapterChoice:
                                  f"not {self.backend!r}") from None
 
     def matches_backend(self, info: AdapterInfo) -> bool:
-        return self.backend is None or info.backend in self.backend.backend_types
+        return self.backend is None or info.backend in BackendName(self.backend).backend_types
 
 
 def _is_software(name: str, adapter_type: str) -> bool:
@@ -185,21 +185,24 @@ def select_adapters(enumerate_adapters: Enumerator, choice: AdapterChoice) -> li
         primary = enumerate_adapters(PRIMARY_BACKENDS)
         found = primary if any(not info.is_software for _, info in primary) else enumerate_adapters(None)
         return _usable(found, choice)
+    on = f" on backend {choice.backend}" if choice.backend is not None else ""
     if isinstance(choice.adapter, int):
         everything = enumerate_adapters(None)
         picked = everything[choice.adapter:choice.adapter + 1] if choice.adapter >= 0 else []
-        picked = [a for a in picked if choice.matches_backend(a[1])]
-        what = f"adapter index {choice.adapter}"
+        what = f"adapter index {choice.adapter} matches no adapter"
+        if picked and not choice.matches_backend(picked[0][1]):
+            picked, what = [], f"adapter index {choice.adapter} is not{on}"
     else:
-        found = enumerate_adapters(None if choice.backend is None else frozenset({choice.backend}))
-        needle = choice.adapter.lower() if choice.adapter is not None else ""
-        picked = [a for a in found if needle in a[1].name.lower()]
-        what = f"adapter name {choice.adapter!r}" if choice.adapter is not None else "any adapter"
+        found = enumerate_adapters(None if choice.backend is None else frozenset({BackendName(choice.backend)}))
         everything = found if choice.backend is None else []
+        if choice.adapter is None:
+            picked, what = found, f"no adapter{on}"
+        else:
+            needle = choice.adapter.lower()
+            picked = [a for a in found if needle in a[1].name.lower()]
+            what = f"adapter name {choice.adapter!r} matches no adapter{on}"
     if not picked:
-        on = f" on backend {choice.backend}" if choice.backend is not None else ""
-        listing = describe(everything or enumerate_adapters(None))
-        raise AdapterNotFound(f"{what}{on} matches no adapter; adapters: {listing}")
+        raise AdapterNotFound(f"{what}; adapters: {describe(everything or enumerate_adapters(None))}")
     return _usable(picked, choice)
 
 

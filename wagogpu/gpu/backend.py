@@ -161,8 +161,8 @@ class Backend(abc.ABC):
     def flush_window(self, buf: Any, window: Any, nbytes: int) -> None:
         """Make the first ``nbytes`` written through ``window`` the buffer's contents (before unmap)."""
 
-    @abc.abstractmethod
-    def unmap(self, buf: Any) -> None: ...
+    #: End a buffer's mapping (bound once, like copy).
+    unmap: Callable[[Any], Any]
 
     # -- timestamps (has_timestamps only)
     @abc.abstractmethod

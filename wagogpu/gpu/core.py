@@ -54,7 +54,11 @@ class DeviceCore:
     def acquire(self, timeout: float) -> None:
         """Take the device lock within ``timeout`` (the wait counts against the caller's deadline)."""
         if not self.lock.acquire(timeout=max(0.0, timeout)):
-            raise DeviceFailure(FailureStage.TIMEOUT, "the device lock was not free before the deadline", False, True)
+            raise self.lock_timeout()
+
+    @staticmethod
+    def lock_timeout() -> DeviceFailure:
+        return DeviceFailure(FailureStage.TIMEOUT, "the device lock was not free before the deadline", False, True)
 
     def check_usable(self, submitted: bool = False) -> None:
         if self.closed:

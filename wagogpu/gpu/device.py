@@ -58,6 +58,9 @@ class GpuDevice:
         self._readback = Readback(core, self._pool)
         self._uploads = Uploads(core, self._pool, self._readback.drop)
         self._executor = Executor(core, self._pipelines, self._uploads, self._readback, self._pool)
+        # The hot paths bound once: the instance's own entries shadow the documented methods
+        # below, so a dispatch or a read costs no extra Python frame for the delegation.
+        self.__dict__.update(execute=self._executor.execute, read=self._readback.read)
 
     @classmethod
     def open(
@@ -85,8 +88,7 @@ class GpuDevice:
             tuning = DeviceTuning()
         elif not isinstance(tuning, DeviceTuning):
             raise TypeError(f"tuning must be a DeviceTuning, not {type(tuning).__name__}")
-        choice = AdapterChoice(adapter, BackendName(str(backend).lower()) if backend is not None else None,
-                               power_preference, allow_software_adapter)
+        choice = AdapterChoice(adapter, backend, power_preference, allow_software_adapter)
         _kind, module = load_api(api)
         try:
             candidates = select_adapters(module.enumerate_adapters, choice)
@@ -160,15 +162,13 @@ class GpuDevice:
         """Copy ``nbytes`` of ``src`` through the caller's ``staging`` buffer into a uint32 array:
         a fresh one, or ``out`` (a writable C-contiguous array of exactly ``nbytes`` bytes) filled
         in place.  On an unmap failure after the copy the DeviceFailure carries the data."""
-        words: np.ndarray = self._readback.read(src, staging, nbytes, timeout, out, False)
-        return words
+        return self._readback.read(src, staging, nbytes, timeout, out)
 
     def read_mapped(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float) -> int:
         """Read like read(), but leave the words in ``staging``, mapped: returns their host address
         (also ``staging.mapped``), valid until unmap(staging), release(staging) or the next read
         through it."""
-        address: int = self._readback.read(src, staging, nbytes, timeout, None, True)
-        return address
+        return self._readback.read_mapped(src, staging, nbytes, timeout)
 
     def unmap(self, staging: BufferHandle) -> None:
         """End the mapping read_mapped() left on ``staging`` (no-op when there is none)."""

@@ -51,7 +51,8 @@ class Executor:
         t0 = _perf()
         deadline = t0 + timeout
         core = self._core
-        core.acquire(timeout)
+        if not core.lock.acquire(timeout=max(0.0, timeout)):
+            raise core.lock_timeout()
         used: list[PooledBuffer] = []  # pooled upload buffers the submission uses
         try:
             bind_group = self._checked(plan)
@@ -99,7 +100,8 @@ class Executor:
         bind_group = self._pipelines.bind_group(plan.pipeline, plan.uniform, plan.storage)
         if plan.params is not None and len(plan.params) != 16:
             raise DeviceFailure(FailureStage.SUBMIT, f"params must be 16 bytes, got {len(plan.params)}")
-        if core.hit(FailureStage.SUBMIT):
+        faults = core.faults
+        if faults is not None and faults.hit(FailureStage.SUBMIT):
             raise DeviceFailure(FailureStage.SUBMIT, "injected submission failure", False)
         for src, dst, off, n in plan.seeds:
             if src._ptr is None or dst._ptr is None or off % 4 or n % 4 or off + n > min(src.nbytes, dst.nbytes):
@@ -122,7 +124,7 @@ class Executor:
         try:
             up_bytes = self._record_uploads(enc, plan, deadline, used) if plan.uploads or plan.params else 0
             t1 = _perf()
-            seed_bytes = self._record_seed_stage(enc, plan, deadline, used)
+            seed_bytes = self._record_seed_stage(enc, plan, deadline, used) if plan.seeds else 0
             t2 = _perf()
             gx, gy = plan.workgroups
             if gx and gy:

@@ -109,27 +109,42 @@ class Readback:
     # -------------------------------------------------------------- reads
 
     def read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
-             out: np.ndarray | None, keep: bool) -> Any:
-        """Copy ``nbytes`` of ``src`` out through ``staging``: into a uint32 array (``out`` or a
-        fresh one), or with ``keep`` left mapped there (returns the address)."""
+             out: np.ndarray | None = None) -> np.ndarray:
+        """Copy ``nbytes`` of ``src`` through the caller's ``staging`` buffer into a uint32 array:
+        a fresh one, or ``out`` (a writable C-contiguous array of exactly ``nbytes`` bytes) filled
+        in place.  On an unmap failure after the copy the DeviceFailure carries the data."""
+        words: np.ndarray = self._read(src, staging, nbytes, timeout, out, False)
+        return words
+
+    def read_mapped(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float) -> int:
+        """Read like read(), but leave the words in ``staging``, mapped: returns their host address
+        (also ``staging.mapped``), valid until unmap(staging), release(staging) or the next read
+        through it."""
+        address: int = self._read(src, staging, nbytes, timeout, None, True)
+        return address
+
+    def _read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
+              out: np.ndarray | None, keep: bool) -> Any:
         core = self._core
         deadline = _perf() + timeout
         nbytes = int(nbytes)
         if out is not None and not (isinstance(out, np.ndarray) and out.flags.c_contiguous
                                     and out.flags.writeable and out.nbytes == nbytes):
             raise ValueError(f"out must be a writable C-contiguous array of {nbytes} bytes")
-        core.acquire(timeout)
+        if not core.lock.acquire(timeout=max(0.0, timeout)):
+            raise core.lock_timeout()
         try:
             core.check_usable()
             if nbytes <= 0 or nbytes % 4 or src._ptr is None or staging._ptr is None \
                     or staging.kind is not BufferKind.STAGING or nbytes > src.nbytes or nbytes > staging.nbytes:
                 raise DeviceFailure(FailureStage.SUBMIT, f"cannot read {nbytes} bytes of {src!r} through {staging!r}")
-            if core.hit(FailureStage.SUBMIT):
+            faults = core.faults
+            if faults is not None and faults.hit(FailureStage.SUBMIT):
                 raise DeviceFailure(FailureStage.SUBMIT, "injected submission failure", False)
             if staging.mapped:
                 core.backend.unmap(staging._ptr)
                 staging.mapped = 0
-            ahead = self._take_copy(src, nbytes, keep)
+            ahead = self._take_copy(src, nbytes, keep) if self.copies else None
             if ahead is not None:
                 buf, cell = ahead.obj, ahead.cell
                 ahead.cell = None
@@ -149,22 +164,22 @@ class Readback:
         backend.copy(enc, src._ptr, 0, staging._ptr, 0, nbytes)
         backend.submit(enc)
         cell = backend.map(staging._ptr, False, 0, nbytes)
-        err = core.take_error()
-        if err is not None:
-            raise DeviceFailure(FailureStage.SUBMIT, err, True)
+        if core.flags.errors:
+            raise DeviceFailure(FailureStage.SUBMIT, core.take_error() or "", True)
         return cell
 
     def _finish(self, staging: BufferHandle, nbytes: int, deadline: float, buf: Any, cell: MapCell,
                 out: np.ndarray | None, ahead: PooledBuffer | None, keep: bool) -> Any:
         """Wait for the map, copy the words out and unmap (or leave them mapped with ``keep``)."""
         core = self._core
+        faults = core.faults
         unmap_err: str | None = None
         try:
-            if core.hit(FailureStage.TIMEOUT):
+            if faults is not None and faults.hit(FailureStage.TIMEOUT):
                 raise DeviceFailure(FailureStage.TIMEOUT, "injected: the readback wait exceeded its deadline",
                                     True, True)
             core.wait(deadline, (cell,), "the readback")
-            if core.hit(FailureStage.LOST):
+            if faults is not None and faults.hit(FailureStage.LOST):
                 raise core.lose("injected: the device reports loss")
             with core.lock:
                 address = self._mapped(buf, cell, nbytes)
@@ -174,13 +189,15 @@ class Readback:
                 if out is None:
                     out = np.empty(nbytes // 4, dtype=np.uint32)
                 copy_bytes(out.__array_interface__["data"][0], address, nbytes, core.tuning.read_copy_threads)
-                del core.flags.errors[:]
+                errors = core.flags.errors
+                del errors[:]
                 core.backend.unmap(buf)
-                unmap_err = core.take_error()
+                if errors:
+                    unmap_err = core.take_error()
         except DeviceFailure:
             self._settle(buf, cell, deadline, ahead)
             raise
-        if core.hit(FailureStage.UNMAP):
+        if faults is not None and faults.hit(FailureStage.UNMAP):
             unmap_err = unmap_err or "injected unmap failure"
         if ahead is not None:
             with core.lock:
@@ -193,7 +210,8 @@ class Readback:
         """The host address of the resolved map (lock held); DeviceFailure "map" otherwise."""
         core = self._core
         core.check_usable(True)
-        map_fault = core.hit(FailureStage.MAP)
+        faults = core.faults
+        map_fault = faults is not None and faults.hit(FailureStage.MAP)
         if cell.status != CELL_OK or map_fault:
             raise DeviceFailure(FailureStage.MAP, "injected map failure" if map_fault else cell.message, True)
         address = core.backend.read_address(buf, 0, nbytes)
