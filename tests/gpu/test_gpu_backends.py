@@ -74,9 +74,9 @@ def test_importing_the_gpu_package_loads_no_wgpu() -> None:
 
 
 def test_a_raw_request_without_wgpu_internals_is_unavailable(monkeypatch) -> None:
-    monkeypatch.setitem(sys.modules, "wagogpu.gpu._native", None)  # the import now raises ImportError
-    monkeypatch.delattr("wagogpu.gpu._native", raising=False)
     import wagogpu.gpu as gpu_pkg
+
+    monkeypatch.setitem(sys.modules, "wagogpu.gpu._native", None)  # the import now raises ImportError
     monkeypatch.delattr(gpu_pkg, "_native", raising=False)
     assert load_api(None)[0] is DeviceApi.PUBLIC
     with pytest.raises(GpuUnavailable, match="raw wgpu-native path is unavailable"):

@@ -76,6 +76,66 @@ _const_mapped_range = lib.wgpuBufferGetConstMappedRange
 _unmap = lib.wgpuBufferUnmap
 
 
+# C types, taken from the entry points' signatures and the structs' fields: each C type named by
+# a string costs cffi a parse of the whole header the first time (30-60 ms on this host), and a
+# device open would pay ~20 of them.  Only types that appear in no signature are named.
+def _arg(fn: Any, index: int) -> Any:
+    return ffi.typeof(fn).args[index]
+
+
+def _field(ctype: Any, name: str) -> Any:
+    struct = ctype.item if ctype.kind == "pointer" else ctype
+    return dict(struct.fields)[name].type
+
+
+class _T:
+    """The C types this module allocates, casts to or declares callbacks of."""
+
+    buffer_desc = _arg(lib.wgpuDeviceCreateBuffer, 1)
+    limits = _arg(lib.wgpuDeviceGetLimits, 1)
+    device_desc = _arg(lib.wgpuAdapterRequestDevice, 1)
+    features = _field(device_desc, "requiredFeatures")
+    instance_desc = _arg(lib.wgpuCreateInstance, 0)
+    chained = _field(instance_desc, "nextInChain")
+    enumerate_options = _arg(lib.wgpuInstanceEnumerateAdapters, 1)
+    adapters = _arg(lib.wgpuInstanceEnumerateAdapters, 2)
+    commands = _arg(lib.wgpuQueueSubmit, 2)
+    pass_desc = _arg(lib.wgpuCommandEncoderBeginComputePass, 1)
+    timestamp_writes = _field(pass_desc, "timestampWrites")
+    query_set_desc = _arg(lib.wgpuDeviceCreateQuerySet, 1)
+    shader_desc = _arg(lib.wgpuDeviceCreateShaderModule, 1)
+    layout_desc = _arg(lib.wgpuDeviceCreateBindGroupLayout, 1)
+    layout_entries = _field(layout_desc, "entries")
+    pipeline_layout_desc = _arg(lib.wgpuDeviceCreatePipelineLayout, 1)
+    layouts = _field(pipeline_layout_desc, "bindGroupLayouts")
+    pipeline_desc = _arg(lib.wgpuDeviceCreateComputePipeline, 1)
+    group_desc = _arg(lib.wgpuDeviceCreateBindGroup, 1)
+    group_entries = _field(group_desc, "entries")
+    chars = _field(_field(buffer_desc, "label"), "data")
+    void_p = _field(_arg(lib.wgpuBufferMapAsync, 4), "userdata1")
+    u64 = ffi.typeof(lib.wgpuBufferGetSize).result
+    on_map = _field(_arg(lib.wgpuBufferMapAsync, 4), "callback")
+    on_work_done = _field(_arg(lib.wgpuQueueOnSubmittedWorkDone, 1), "callback")
+    on_pop = _field(_arg(lib.wgpuDevicePopErrorScope, 1), "callback")
+    on_device = _field(_arg(lib.wgpuAdapterRequestDevice, 2), "callback")
+    on_lost = _field(_field(device_desc, "deviceLostCallbackInfo"), "callback")
+    on_error = _field(_field(device_desc, "uncapturedErrorCallbackInfo"), "callback")
+
+
+def _array(pointer: Any, count: int) -> Any:
+    """``count`` zeroed items behind a pointer type (the pointer keeps its memory alive)."""
+    return ffi.from_buffer(pointer, bytearray(max(1, count) * ffi.sizeof(pointer.item)), require_writable=True)
+
+
+def _address(ptr: Any) -> int:
+    return int(ffi.cast(_T.u64, ptr))
+
+
+_VOID_P = _T.void_p
+_U64 = _T.u64
+_CHARS = _T.chars
+
+
 def _free_buffer(ptr: Any) -> None:
     lib.wgpuBufferDestroy(ptr)
     lib.wgpuBufferRelease(ptr)
@@ -108,17 +168,17 @@ def _text(view: Any) -> str:
         return "(unreadable message)"
 
 
-@ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
+@ffi.callback(_T.on_map)
 def _on_map(status: int, message: Any, userdata1: Any, userdata2: Any) -> None:
     # Runs inside wgpuDevicePoll on the polling thread; must never raise.
-    cell = _cells.pop(int(ffi.cast("uintptr_t", userdata1)), None)
+    cell = _cells.pop(_address(userdata1), None)
     if cell is not None:
         if status != CELL_OK:
             cell.message = _text(message) or f"map status {int(status)}"
         cell.status = int(status)
 
 
-@ffi.callback("void(WGPUQueueWorkDoneStatus, WGPUStringView, void *, void *)")
+@ffi.callback(_T.on_work_done)
 def _on_work_done(status: int, message: Any, userdata1: Any, userdata2: Any) -> None:
     # The header's signature (wgpu-py 0.32's own on_submitted_work_done_sync has an older one and fails).
     _on_map(status, message, userdata1, userdata2)
@@ -150,12 +210,12 @@ def _instance(mask: int) -> Any:
     when only the first-tier backends are asked for (wgpu-py's global instance has them all)."""
     inst = _instances.get(mask)
     if inst is None:
-        extras = ffi.new("WGPUInstanceExtras *")
+        extras = ffi.new("WGPUInstanceExtras *")  # a chained struct: in no signature
         extras.chain.sType = lib.WGPUSType_InstanceExtras
         extras.backends = mask
         extras.flags = native_flags["InstanceFlag.Default"]
-        desc = ffi.new("WGPUInstanceDescriptor *")
-        desc.nextInChain = ffi.cast("WGPUChainedStruct *", extras)
+        desc = ffi.new(_T.instance_desc)
+        desc.nextInChain = ffi.cast(_T.chained, extras)
         inst = lib.wgpuCreateInstance(desc)
         if inst == _NULL:
             raise GpuUnavailable(f"wgpu-native could not create an instance for backends {mask:#x}")
@@ -172,13 +232,13 @@ def enumerate_adapters(backends: frozenset[BackendName] | None) -> list[tuple[An
     for name in backends:
         mask |= native_flags["InstanceBackend." + _INSTANCE_BACKENDS[name]]
     instance = _instance(mask)
-    options = ffi.new("WGPUInstanceEnumerateAdapterOptions *")
+    options = ffi.new(_T.enumerate_options)
     options.backends = mask
     count = lib.wgpuInstanceEnumerateAdapters(instance, options, _NULL)
-    handles = ffi.new("WGPUAdapter[]", count)
+    handles = _array(_T.adapters, count)
     lib.wgpuInstanceEnumerateAdapters(instance, options, handles)
     found = []
-    for ptr in handles:
+    for ptr in (handles[i] for i in range(count)):
         owner = _wgpu_api.gpu._create_adapter(ptr)
         found.append((RawAdapter(ptr, instance, owner), info_from_wgpu(owner)))
     return found
@@ -192,36 +252,36 @@ def open_backend(adapter: RawAdapter, info: AdapterInfo) -> RawBackend:
 
 def _request_device(adapter: RawAdapter, want_timestamps: bool) -> tuple[Any, BackendFlags]:
     flags = BackendFlags()
-    limits = ffi.new("WGPULimits *")
+    limits = ffi.new(_T.limits)
     if lib.wgpuAdapterGetLimits(adapter.ptr, limits) != CELL_OK:
         raise GpuUnavailable("the adapter did not report its limits")
 
-    @ffi.callback("void(WGPUDevice const *, WGPUDeviceLostReason, WGPUStringView, void *, void *)")
+    @ffi.callback(_T.on_lost)
     def on_lost(dev: Any, reason: int, message: Any, u1: Any, u2: Any) -> None:
         if not flags.closing:
             flags.lost_reason = f"device lost (reason {int(reason)}): {_text(message)}".strip()
             flags.lost = True
 
-    @ffi.callback("void(WGPUDevice const *, WGPUErrorType, WGPUStringView, void *, void *)")
+    @ffi.callback(_T.on_error)
     def on_error(dev: Any, etype: int, message: Any, u1: Any, u2: Any) -> None:
         flags.errors.append(f"{_ERROR_NAMES.get(int(etype), 'error')}: {_text(message)}")
 
     result: dict[str, Any] = {}
 
-    @ffi.callback("void(WGPURequestDeviceStatus, WGPUDevice, WGPUStringView, void *, void *)")
+    @ffi.callback(_T.on_device)
     def on_device(status: int, device: Any, message: Any, u1: Any, u2: Any) -> None:
         result.update(status=int(status), device=device, message=_text(message))
 
     _keepalive.extend((on_lost, on_error, on_device))
-    desc = ffi.new("WGPUDeviceDescriptor *")
-    features = ffi.new("WGPUFeatureName[]", [lib.WGPUFeatureName_TimestampQuery] if want_timestamps else [0])
+    desc = ffi.new(_T.device_desc)
+    features = ffi.new(_T.features, lib.WGPUFeatureName_TimestampQuery if want_timestamps else 0)
     desc.requiredFeatureCount = 1 if want_timestamps else 0
     desc.requiredFeatures = features
     desc.requiredLimits = limits
     desc.deviceLostCallbackInfo.mode = lib.WGPUCallbackMode_AllowSpontaneous
     desc.deviceLostCallbackInfo.callback = on_lost
     desc.uncapturedErrorCallbackInfo.callback = on_error
-    info = ffi.new("WGPURequestDeviceCallbackInfo *")
+    info = ffi.new("WGPURequestDeviceCallbackInfo *")  # passed by value: in no signature as a pointer
     info.mode = lib.WGPUCallbackMode_AllowProcessEvents
     info.callback = on_device
     try:
@@ -251,21 +311,21 @@ class RawBackend(Backend):
         self.flags = flags
         self.natives = NativeSet(_RELEASE)
         self.submissions = 0
-        limits = ffi.new("WGPULimits *")
+        limits = ffi.new(_T.limits)
         lib.wgpuDeviceGetLimits(device, limits)
         self.limits = {name: int(getattr(limits, f)) for name, f in _LIMIT_FIELDS.items()}
         # Pre-built structs and bound calls of the hot paths (callback infos are passed by value).
         self.encoder = partial(_create_encoder, device, _NULL)
         self.poll = partial(_poll, device, 0, _NULL)
-        self._cmds = ffi.new("WGPUCommandBuffer[1]")
-        self._map_info = ffi.new("WGPUBufferMapCallbackInfo *")
+        self._cmds = ffi.new(_T.commands)
+        self._map_info = ffi.new("WGPUBufferMapCallbackInfo *")  # by-value structs: named once
         self._map_info.mode = lib.WGPUCallbackMode_AllowSpontaneous
         self._map_info.callback = _on_map
         self._fence_info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
         self._fence_info.mode = lib.WGPUCallbackMode_AllowSpontaneous
         self._fence_info.callback = _on_work_done
-        self._pass = ffi.new("WGPUComputePassDescriptor *")
-        self._pass_ts = ffi.new("WGPUComputePassDescriptor *")
+        self._pass = ffi.new(_T.pass_desc)
+        self._pass_ts = ffi.new(_T.pass_desc)
         self._init_scopes()
         self.has_timestamps = bool(lib.wgpuDeviceHasFeature(device, lib.WGPUFeatureName_TimestampQuery))
         self._ts_cell: MapCell | None = None
@@ -277,7 +337,7 @@ class RawBackend(Backend):
     def _init_scopes(self) -> None:
         popped: list[tuple[int, int, str]] = []
 
-        @ffi.callback("void(WGPUPopErrorScopeStatus, WGPUErrorType, WGPUStringView, void *, void *)")
+        @ffi.callback(_T.on_pop)
         def on_pop(status: int, etype: int, message: Any, u1: Any, u2: Any) -> None:
             popped.append((int(status), int(etype), _text(message) if etype != _ERROR_NONE else ""))
 
@@ -329,7 +389,7 @@ class RawBackend(Backend):
     # -------------------------------------------------------------- resources
 
     def create_buffer(self, size: int, usage: int, mapped: bool = False) -> Native:
-        desc = ffi.new("WGPUBufferDescriptor *")
+        desc = ffi.new(_T.buffer_desc)
         desc.usage = usage
         desc.size = size
         desc.mappedAtCreation = bool(mapped)
@@ -340,16 +400,17 @@ class RawBackend(Backend):
         try:
             made.append(self._shader_module(wgsl))
             made.append(self._bind_group_layout(read_only))
-            layouts = ffi.new("WGPUBindGroupLayout[1]", [made[1].obj])
-            pld = ffi.new("WGPUPipelineLayoutDescriptor *")
+            layouts = ffi.new(_T.layouts, made[1].obj)
+            pld = ffi.new(_T.pipeline_layout_desc)
             pld.bindGroupLayoutCount = 1
             pld.bindGroupLayouts = layouts
             made.append(self._checked(NativeKind.PIPELINE_LAYOUT, lib.wgpuDeviceCreatePipelineLayout, self._D, pld))
-            cpd = ffi.new("WGPUComputePipelineDescriptor *")
+            cpd = ffi.new(_T.pipeline_desc)
             cpd.layout = made[2].obj
             cpd.compute.module = made[0].obj
-            cpd.compute.entryPoint.data = entry = ffi.new("char[]", entry_point.encode())
-            cpd.compute.entryPoint.length = len(entry) - 1
+            entry = entry_point.encode()
+            cpd.compute.entryPoint.data = entry_chars = ffi.from_buffer(_T.chars, entry)
+            cpd.compute.entryPoint.length = len(entry)
             made.append(self._checked(NativeKind.PIPELINE, lib.wgpuDeviceCreateComputePipeline, self._D, cpd))
         except BackendError as exc:
             for native in made:
@@ -359,18 +420,18 @@ class RawBackend(Backend):
         return pipeline, bgl, layout, module
 
     def _shader_module(self, wgsl: str) -> Native:
-        src = ffi.new("WGPUShaderSourceWGSL *")
+        src = ffi.new("WGPUShaderSourceWGSL *")  # a chained struct: in no signature
         src.chain.sType = lib.WGPUSType_ShaderSourceWGSL
         code = wgsl.encode()
-        keep = ffi.new("char[]", code)  # alive until the call returned
+        keep = ffi.from_buffer(_T.chars, code)  # alive until the call returned
         src.code.data = keep
         src.code.length = len(code)
-        smd = ffi.new("WGPUShaderModuleDescriptor *")
-        smd.nextInChain = ffi.cast("WGPUChainedStruct *", src)
+        smd = ffi.new(_T.shader_desc)
+        smd.nextInChain = ffi.cast(_T.chained, src)
         return self._checked(NativeKind.SHADER_MODULE, lib.wgpuDeviceCreateShaderModule, self._D, smd)
 
     def _bind_group_layout(self, read_only: tuple[bool, ...]) -> Native:
-        entries = ffi.new("WGPUBindGroupLayoutEntry[]", len(read_only) + 1)
+        entries = _array(_T.layout_entries, len(read_only) + 1)
         entries[0].binding = 0
         entries[0].visibility = _COMPUTE
         entries[0].buffer.type = lib.WGPUBufferBindingType_Uniform
@@ -380,18 +441,18 @@ class RawBackend(Backend):
             entries[i].visibility = _COMPUTE
             entries[i].buffer.type = (lib.WGPUBufferBindingType_ReadOnlyStorage if ro
                                       else lib.WGPUBufferBindingType_Storage)
-        desc = ffi.new("WGPUBindGroupLayoutDescriptor *")
+        desc = ffi.new(_T.layout_desc)
         desc.entryCount = len(read_only) + 1
         desc.entries = entries
         return self._checked(NativeKind.BIND_GROUP_LAYOUT, lib.wgpuDeviceCreateBindGroupLayout, self._D, desc)
 
     def create_bind_group(self, layout: Any, uniform: Any, storage: Sequence[Any]) -> Native:
-        entries = ffi.new("WGPUBindGroupEntry[]", len(storage) + 1)
+        entries = _array(_T.group_entries, len(storage) + 1)
         for i, buf in enumerate((uniform, *storage)):
             entries[i].binding = i
             entries[i].buffer = buf
             entries[i].size = _WHOLE_SIZE
-        desc = ffi.new("WGPUBindGroupDescriptor *")
+        desc = ffi.new(_T.group_desc)
         desc.layout = layout
         desc.entryCount = len(storage) + 1
         desc.entries = entries
@@ -400,7 +461,7 @@ class RawBackend(Backend):
     # -------------------------------------------------------------- recording and submission
 
     def write_buffer(self, buf: Any, offset: int, data: np.ndarray | bytes, nbytes: int) -> None:
-        _write_buffer(self._Q, buf, offset, data if data.__class__ is bytes else ffi.from_buffer(data), nbytes)
+        _write_buffer(self._Q, buf, offset, data if data.__class__ is bytes else ffi.from_buffer(_CHARS, data), nbytes)
 
     def dispatch(self, enc: Any, pipeline: Any, bind_group: Any, gx: int, gy: int, timestamps: bool) -> None:
         cp = _begin_compute(enc, self._pass_ts if timestamps else self._pass)
@@ -427,7 +488,7 @@ class RawBackend(Backend):
         # while a dispatch still runs); the work-done callback is.
         cell = _new_cell()
         info = self._fence_info
-        info.userdata1 = ffi.cast("void *", cell.key)
+        info.userdata1 = ffi.cast(_VOID_P, cell.key)
         _work_done(self._Q, info[0])
         return cell
 
@@ -439,7 +500,7 @@ class RawBackend(Backend):
     def map(self, buf: Any, write: bool, offset: int, size: int) -> MapCell:
         cell = _new_cell()
         info = self._map_info
-        info.userdata1 = ffi.cast("void *", cell.key)
+        info.userdata1 = ffi.cast(_VOID_P, cell.key)
         _map_async(buf, _MAP_WRITE if write else _MAP_READ, offset, size, info[0])
         return cell
 
@@ -447,10 +508,10 @@ class RawBackend(Backend):
         _cells.pop(cell.key, None)
 
     def read_address(self, buf: Any, offset: int, size: int) -> int:
-        return int(ffi.cast("uintptr_t", _const_mapped_range(buf, offset, size)))
+        return int(ffi.cast(_U64, _const_mapped_range(buf, offset, size)))
 
     def write_window(self, buf: Any, size: int) -> tuple[int, Any]:
-        return int(ffi.cast("uintptr_t", _mapped_range(buf, 0, size))), None
+        return int(ffi.cast(_U64, _mapped_range(buf, 0, size))), None
 
     def flush_window(self, buf: Any, window: Any, nbytes: int) -> None:
         """Nothing to do: the window is the mapping itself."""
@@ -458,7 +519,7 @@ class RawBackend(Backend):
     # -------------------------------------------------------------- timestamps
 
     def _init_timestamps(self) -> None:
-        desc = ffi.new("WGPUQuerySetDescriptor *")
+        desc = ffi.new(_T.query_set_desc)
         desc.type = lib.WGPUQueryType_Timestamp
         desc.count = 2
         try:
@@ -468,7 +529,7 @@ class RawBackend(Backend):
         except BackendError:
             self.has_timestamps = False
             return
-        self._ts_writes = ffi.new("WGPUPassTimestampWrites *")
+        self._ts_writes = ffi.new(_T.timestamp_writes)
         self._ts_writes.querySet = self._ts_query.obj
         self._ts_writes.beginningOfPassWriteIndex = 0
         self._ts_writes.endOfPassWriteIndex = 1
@@ -485,7 +546,7 @@ class RawBackend(Backend):
             raise BackendError(f"timestamp readback failed: {cell.message if cell else 'no map'}")
         read = self._ts_read.obj
         p = _const_mapped_range(read, 0, 16)
-        begin, end = ffi.cast("uint64_t *", p)[0:2] if p != _NULL else (1, 0)
+        begin, end = np.frombuffer(ffi.buffer(p, 16), np.uint64).tolist() if p != _NULL else (1, 0)
         _unmap(read)
         return None if end < begin else (end - begin) * self._ts_period_ns * 1e-9
 
