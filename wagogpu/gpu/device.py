@@ -223,14 +223,14 @@ class GpuDevice:
 
     @property
     def stats(self) -> DeviceStats:
-        with self._core.lock:
-            p = self._pipelines
-            return DeviceStats(
-                live_buffers=self._buffers.live, live_bytes=self._buffers.live_bytes,
-                allocations_total=self._buffers.allocations, pipeline_hits=p.hits, pipeline_misses=p.misses,
-                pipelines_live=p.live, bind_groups_live=p.groups_live, bind_group_hits=p.group_hits,
-                bind_group_misses=p.group_misses, internal_staging_bytes=self._pool.owned_bytes,
-                submissions=self._core.backend.submissions, pool_allocations=self._pool.allocations)
+        """A snapshot of counters; never waits for the device lock."""
+        p = self._pipelines
+        return DeviceStats(
+            live_buffers=self._buffers.live, live_bytes=self._buffers.live_bytes,
+            allocations_total=self._buffers.allocations, pipeline_hits=p.hits, pipeline_misses=p.misses,
+            pipelines_live=p.live, bind_groups_live=p.groups_live, bind_group_hits=p.group_hits,
+            bind_group_misses=p.group_misses, internal_staging_bytes=self._pool.owned_bytes,
+            submissions=self._core.backend.submissions, pool_allocations=self._pool.allocations)
 
     def trim(self) -> None:
         """Free the pool's idle helper buffers (upload buffers, idle stages, released stagings);

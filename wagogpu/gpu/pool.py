@@ -182,12 +182,13 @@ class BufferPool:
 
     @property
     def idle_bytes(self) -> int:
-        return sum(e.size for e in self._idle.values())
+        return sum(e.size for e in list(self._idle.values()))
 
     @property
     def owned_bytes(self) -> int:
-        """Bytes of every buffer the pool owns, idle or lent out (DeviceStats.internal_staging_bytes)."""
-        return sum(e.size for e in self._owned.values())
+        """Bytes of every buffer the pool owns, idle or lent out (DeviceStats.internal_staging_bytes);
+        safe to read without the device lock."""
+        return sum(e.size for e in list(self._owned.values()))
 
     def idle(self, kind: PoolKind) -> list[PooledBuffer]:
         return [e for e in self._idle.values() if e.kind is kind]
