@@ -1,10 +1,18 @@
 """Benchmark of the low-level GPU backend (wagogpu.gpu); prints JSONL.
 
-Every record names the adapter.  Cold figures (device open, first pipeline,
-first dispatch) are separate records from warm ones; results are checked
-outside the timed region; a record on a software adapter says so.
+Every record names the adapter and the code it measured.  Cold figures (device open in a fresh
+process, first pipeline, first dispatch) are separate records from warm ones; results are
+checked outside the timed region; a record on a software adapter says so.
 
-    python bench/gpu_backend.py [--software] [--repeat N] [--micro] [--out FILE]
+    python bench/gpu_backend.py [--software] [--repeat N] [--large N] [--quick] [--cold N]
+                                [--root DIR] [--api raw|public] [--out FILE]
+
+``--root`` measures another checkout's wagogpu with this same script (the records say which), so
+old and new code can be run alternately on one machine:
+
+    git worktree add /tmp/gpu-old <commit>
+    for i in 1 2 3; do python bench/gpu_backend.py --root /tmp/gpu-old --out ab.jsonl
+                       python bench/gpu_backend.py --out ab.jsonl; done
 
 Targets the host needs (recorded as "target_s" next to the figure):
   fresh-input 10M-element x2 round trip (upload 40 MB, kernel, read 40 MB) <= 4 ms
@@ -18,27 +26,39 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
+from typing import Any
 
-import numpy as np
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from wagogpu.gpu import ExecutePlan, GpuDevice, list_adapters  # noqa: E402
-from wagogpu import memcopy as _copy  # noqa: E402
-from wagogpu.gpu import device as devmod  # noqa: E402
-from tests.gpu.kernels import WGSL_X2, grid, params  # noqa: E402,F401 (the test suite's doubling kernel)
-
+HERE = os.path.dirname(os.path.abspath(__file__))
 _perf = time.perf_counter
-OUT = sys.stdout
+OUT: Any = sys.stdout
+CODE: dict[str, Any] = {}
+
+# The cold open, timed in a fresh interpreter: import, then GpuDevice.open() (driver start-up,
+# adapter enumeration, device request).
+_COLD = """
+import json, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from wagogpu.gpu import GpuDevice
+t1 = time.perf_counter()
+kw = json.loads(sys.argv[2])
+dev = GpuDevice.open(**kw)
+t2 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "open_seconds": dev.open_seconds,
+                  "adapter": dev.info.name, "backend": dev.info.backend, "software": dev.info.is_software,
+                  "api": str(getattr(dev, "api", "raw"))}))
+dev.close()
+"""
 
 
-def emit(dev: GpuDevice | None, rec: dict) -> None:
+def emit(dev: Any, rec: dict) -> None:
     if dev is not None:
         rec = {"adapter": dev.info.name, "backend": dev.info.backend, "driver": dev.info.driver,
-               "software": dev.info.is_software, **rec}
-    OUT.write(json.dumps(rec) + "\n")
+               "software": dev.info.is_software, "api": str(getattr(dev, "api", "raw")), **rec}
+    OUT.write(json.dumps({**rec, **CODE}) + "\n")
     OUT.flush()
 
 
@@ -48,20 +68,20 @@ def summary(xs: list[float]) -> dict:
             "p90_s": xs[min(len(xs) - 1, int(0.9 * len(xs)))], "mean_s": statistics.fmean(xs)}
 
 
-def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: float | None,
+def round_trip(dev: Any, pipe: Any, n: int, repeat: int, label: str, target: float | None,
                use_out: bool = False, staged: bool = False, readahead: bool = False) -> None:
     """Fresh input every iteration: upload n words, x2 kernel, read n words back (with
     ``readahead`` the dispatch's submission also copies the output out, as the host does for an
     output it has been reading back)."""
-    a = dev.create_storage(n * 4)
-    b = dev.create_storage(n * 4)
-    s = dev.create_staging(n * 4)
-    u = dev.create_uniform(16)
+    import numpy as np
+    from wagogpu.gpu import ExecutePlan
+    from tests.gpu.kernels import grid, params
+
+    a, b, s, u = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_staging(n * 4), dev.create_uniform(16)
     rng = np.random.default_rng(n)
     inputs = [rng.integers(0, 2**31, n, dtype=np.uint32) for _ in range(2)]
     out = np.empty(n, np.uint32) if use_out else None
     totals, ups, comps, reads, devc = [], [], [], [], []
-    split: dict[str, list[float]] = {}
     bad = 0
     for it in range(repeat + 1):
         x = inputs[it % 2]
@@ -79,8 +99,6 @@ def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: fl
                        "execute_s": t1 - t0, "read_s": t2 - t1, "ok": bad == 0})
             continue
         totals.append(t2 - t0)
-        for k, v in dev.last_upload_timing.items():
-            split.setdefault("staging_" + k, []).append(v)
         ups.append(r.upload_s)
         comps.append(r.compute_s)
         reads.append(t2 - t1)
@@ -90,8 +108,7 @@ def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: fl
            "separate_stages": staged, "read_into_out": use_out, "readahead": readahead, "ok": bad == 0,
            "total": summary(totals), "upload_s_median": statistics.median(ups),
            "compute_s_median": statistics.median(comps), "read_s_median": statistics.median(reads),
-           "device_compute_s_median": statistics.median(devc) if devc else None,
-           **{k + "_s_median": statistics.median(v) for k, v in split.items()}}
+           "device_compute_s_median": statistics.median(devc) if devc else None}
     if target is not None:
         rec["target_s"] = target
         rec["meets_target_median"] = rec["total"]["median_s"] <= target
@@ -100,12 +117,13 @@ def round_trip(dev: GpuDevice, pipe, n: int, repeat: int, label: str, target: fl
         dev.release(h)
 
 
-def resident(dev: GpuDevice, pipe, n: int, repeat: int, timestamps: bool) -> None:
+def resident(dev: Any, pipe: Any, n: int, repeat: int, timestamps: bool) -> None:
     """Dispatch on buffers already on the device: no uploads, no params, no readback."""
-    a = dev.create_storage(n * 4)
-    b = dev.create_storage(n * 4)
-    s = dev.create_staging(n * 4)
-    u = dev.create_uniform(16)
+    import numpy as np
+    from wagogpu.gpu import ExecutePlan
+    from tests.gpu.kernels import grid, params
+
+    a, b, s, u = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_staging(n * 4), dev.create_uniform(16)
     x = np.arange(n, dtype=np.uint32)
     dev.execute(ExecutePlan(pipe, u, params(n), [a, b], [(a, 0, x)], [], grid(n)), 10.0)
     plan = ExecutePlan(pipe, u, None, [a, b], [], [], grid(n), timestamps=timestamps)
@@ -129,96 +147,50 @@ def resident(dev: GpuDevice, pipe, n: int, repeat: int, timestamps: bool) -> Non
         dev.release(h)
 
 
-def micro(dev: GpuDevice) -> None:
-    """Costs of the native building blocks, to see where a dispatch's time goes."""
-    from wagogpu.gpu._native import ffi, lib
-
-    D, Q = dev._D, dev._Q
-
-    def bench(name: str, f, k: int = 2000) -> None:
-        for _ in range(20):
-            f()
-        t = _perf()
-        for _ in range(k):
-            f()
-        emit(dev, {"bench": "micro", "op": name, "each_s": (_perf() - t) / k})
-
-    bench("poll_nonblocking", lambda: lib.wgpuDevicePoll(D, 0, ffi.NULL))
-    bench("push_pop_two_scopes", lambda: (dev._push(), dev._pop()))
-
-    def enc_finish() -> None:
-        e = lib.wgpuDeviceCreateCommandEncoder(D, ffi.NULL)
-        c = lib.wgpuCommandEncoderFinish(e, ffi.NULL)
-        lib.wgpuCommandEncoderRelease(e)
-        lib.wgpuCommandBufferRelease(c)
-
-    bench("encoder_finish", enc_finish)
-
-    def empty_submit_wait() -> None:
-        e = lib.wgpuDeviceCreateCommandEncoder(D, ffi.NULL)
-        c = lib.wgpuCommandEncoderFinish(e, ffi.NULL)
-        lib.wgpuCommandEncoderRelease(e)
-        dev._cmds[0] = c
-        lib.wgpuQueueSubmit(Q, 1, dev._cmds)
-        lib.wgpuCommandBufferRelease(c)
-        while not lib.wgpuDevicePoll(D, 0, ffi.NULL):
-            pass
-
-    bench("empty_submit_and_poll_until_idle", empty_submit_wait, 500)
-    for mb in (4, 40):
-        n = mb << 20
-        src = np.ones(n // 4, np.uint32)
-        for threads in (1, 4, 8, 16):
-            os.environ["WAGOGPU_COPY_THREADS"] = str(threads)
-            ts = []
-            for _ in range(10):
-                dst = np.empty(n // 4, np.uint32)
-                t = _perf()
-                _copy.copy_bytes(dst.ctypes.data, src.ctypes.data, n)
-                ts.append(_perf() - t)
-            dst = np.empty(n // 4, np.uint32)
-            dst[:] = 0
-            t2 = []
-            for _ in range(10):
-                t = _perf()
-                _copy.copy_bytes(dst.ctypes.data, src.ctypes.data, n)
-                t2.append(_perf() - t)
-            emit(dev, {"bench": "micro", "op": f"host_copy_{mb}MB", "threads": threads,
-                       "fresh_dst_median_s": statistics.median(ts), "warm_dst_median_s": statistics.median(t2)})
-        os.environ.pop("WAGOGPU_COPY_THREADS", None)
+def cold_open(root: str, kw: dict, times: int) -> None:
+    """GpuDevice.open() in ``times`` fresh interpreters (what the first Host() pays)."""
+    runs = []
+    for _ in range(times):
+        done = subprocess.run([sys.executable, "-c", _COLD, root, json.dumps(kw)], capture_output=True,
+                              text=True, timeout=300)
+        if done.returncode != 0:
+            emit(None, {"bench": "device_open_process", "phase": "cold", "ok": False,
+                        "error": (done.stderr.strip().splitlines() or ["?"])[-1]})
+            return
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    last = runs[-1]
+    emit(None, {"bench": "device_open_process", "phase": "cold", "ok": True, "adapter": last["adapter"],
+                "backend": last["backend"], "software": last["software"], "api": last["api"],
+                "open": summary([r["open_s"] for r in runs]), "import": summary([r["import_s"] for r in runs])})
 
 
-def upload_paths(dev: GpuDevice, pipe, n: int, repeat: int) -> None:
-    """wgpuQueueWriteBuffer vs the mapped staging buffer for one large upload (separate stage timing)."""
-    saved = devmod.QUEUE_WRITE_MAX
-    a = dev.create_storage(n * 4)
-    b = dev.create_storage(n * 4)
-    u = dev.create_uniform(16)
-    x = np.arange(n, dtype=np.uint32)
-    for name, limit in (("queue_write_buffer", 1 << 40), ("mapped_staging", saved)):
-        devmod.QUEUE_WRITE_MAX = limit
-        ts = []
-        for _ in range(repeat + 1):
-            r = dev.execute(ExecutePlan(pipe, u, params(n), [a, b], [(a, 0, x)], [], grid(n),
-                                        separate_stages=True), 10.0)
-            ts.append(r.upload_s)
-        emit(dev, {"bench": "upload_path", "path": name, "bytes": n * 4, "upload_stage": summary(ts[1:]),
-                   "first_s": ts[0]})
-    devmod.QUEUE_WRITE_MAX = saved
-    for h in (a, b, u):
-        dev.release(h)
+def _code(root: str) -> dict[str, Any]:
+    """Which checkout is measured (its commit, and whether its tree has changes)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=30).stdout.strip()
+        except Exception:
+            return ""
+    return {"code_root": root, "code_commit": git("rev-parse", "--short", "HEAD"),
+            "code_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
 def main() -> int:
-    global OUT
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    global OUT, CODE
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--software", action="store_true", help="allow a software adapter (lavapipe)")
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--large", type=int, default=10_000_000)
-    ap.add_argument("--micro", action="store_true", help="also print native building-block costs")
-    ap.add_argument("--quick", action="store_true", help="only the target figures (no profile-mode or micro)")
+    ap.add_argument("--quick", action="store_true", help="only the target figures (no profile-mode run)")
+    ap.add_argument("--cold", type=int, default=3, help="fresh-process device opens to time (0: none)")
+    ap.add_argument("--root", default=os.path.dirname(HERE), help="the checkout whose wagogpu is measured")
+    ap.add_argument("--api", choices=["raw", "public"], help="force a backend (code that has the choice)")
     ap.add_argument("--out", help="also append the JSONL to this file")
     args = ap.parse_args()
+    root = os.path.abspath(args.root)
+    sys.path.insert(0, os.path.dirname(HERE))  # tests.gpu.kernels: the suite's doubling kernel
+    sys.path.insert(0, root)  # ... and the wagogpu under test before it
+    CODE = _code(root)
     if args.out:
         fh = open(args.out, "a")
 
@@ -231,22 +203,28 @@ def main() -> int:
                 sys.stdout.flush()
                 fh.flush()
 
-        OUT = Tee()  # type: ignore[assignment]
+        OUT = Tee()
+    from wagogpu.gpu import GpuDevice, list_adapters
+    from tests.gpu.kernels import WGSL_X2
+
+    kw: dict[str, Any] = {"allow_software_adapter": args.software}
+    if args.api:
+        kw["api"] = args.api
     emit(None, {"bench": "adapters", "adapters": [a.summary() for a in list_adapters()]})
+    if args.cold:
+        cold_open(root, kw, args.cold)
     t0 = _perf()
-    dev = GpuDevice.open(allow_software_adapter=args.software)
-    emit(dev, {"bench": "device_open", "phase": "cold", "open_s": dev.open_seconds, "wall_s": _perf() - t0,
+    dev = GpuDevice.open(**kw)
+    emit(dev, {"bench": "device_open", "phase": "cold_in_process", "open_s": dev.open_seconds, "wall_s": _perf() - t0,
                "has_timestamps": dev.has_timestamps,
                "max_storage_buffer_binding_size": dev.limits["max-storage-buffer-binding-size"],
-               "max_buffer_size": dev.limits["max-buffer-size"], "copy_threads": _copy.copy_threads()})
+               "max_buffer_size": dev.limits["max-buffer-size"]})
     t0 = _perf()
     pipe = dev.pipeline(WGSL_X2, [True, False])
     emit(dev, {"bench": "pipeline", "phase": "cold", "compile_s": _perf() - t0})
     t0 = _perf()
     dev.pipeline(WGSL_X2, [True, False])
     emit(dev, {"bench": "pipeline", "phase": "warm_cache_hit", "lookup_s": _perf() - t0})
-    if args.micro:
-        micro(dev)
     small_rep = max(args.repeat * 10, 100)
     round_trip(dev, pipe, 1024, small_rep, "round_trip_1024", 100e-6)
     round_trip(dev, pipe, 1024, small_rep, "round_trip_1024", 100e-6, readahead=True)
@@ -259,8 +237,6 @@ def main() -> int:
         round_trip(dev, pipe, n, max(5, args.repeat // 3), "round_trip_large_stages", None, staged=True)
     resident(dev, pipe, n, args.repeat, timestamps=False)
     resident(dev, pipe, n, args.repeat, timestamps=True)
-    if args.micro:
-        upload_paths(dev, pipe, n, max(5, args.repeat // 3))
     stats = dev.stats
     emit(dev, {"bench": "device_stats", **{k: getattr(stats, k) for k in stats.__dataclass_fields__}})
     dev.close()

@@ -13,8 +13,8 @@ from .abi import accessor as acc
 from .abi.table import Status
 from .compiler import parameter_block, workgroup_grid
 from .compiler.contract import KernelError
-from .gpu import DeviceAllocationError, DeviceFailure, ExecutePlan, UploadStage
-from .gpu.device import READAHEAD_MAX_BYTES
+from .gpu import DeviceAllocationError, DeviceFailure, DeviceTuning, ExecutePlan, UploadStage
+READAHEAD_MAX_BYTES = DeviceTuning().readahead_max_bytes
 from .buffers import MAX_IDLE_OUTPUTS, UNIFORM_BYTES, Buffer, DeviceResources, InstanceBuffers
 from .diagnostics import BufferOperation, TransferCounters
 from .memcopy import copy_bytes, copy_many

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wagogpu.gpu import DeviceFailure, ExecutePlan, ExecuteResult, GpuDevice
-from wagogpu.gpu import device as devmod
+from wagogpu.gpu import DeviceFailure, DeviceTuning, ExecutePlan, ExecuteResult, GpuDevice
 
 from .kernels import WGSL_INC, WGSL_INDEX_2D, WGSL_X2, grid, params, words
 
@@ -105,7 +104,7 @@ def test_two_dimensional_grid_beyond_65535_workgroups(device: GpuDevice) -> None
 def test_large_uploads_go_through_the_reused_staging_buffer(make_device) -> None:
     dev = make_device()
     pipe = dev.pipeline(WGSL_X2, [True, False])
-    n = (devmod.QUEUE_WRITE_MAX // 4) * 2  # 2 MiB: above the queue-write limit
+    n = (DeviceTuning().queue_write_max // 4) * 2  # 2 MiB: above the queue-write limit
     a, b, u, st = dev.create_storage(n * 4), dev.create_storage(n * 4), dev.create_uniform(), dev.create_staging(n * 4)
     sizes = []
     for k in range(3):
@@ -115,11 +114,11 @@ def test_large_uploads_go_through_the_reused_staging_buffer(make_device) -> None
         assert np.array_equal(y[:n - k], 2 * x[:n - k]), k  # params went through the staging buffer too
         sizes.append(dev.stats.internal_staging_bytes)
     assert sizes[0] >= n * 4 and len(set(sizes)) == 1
-    allocations = dev.stats.allocations_total
-    dev.write(a, 0, np.full(n, 5, np.uint32))  # write() uses the same staging buffer
+    assert dev.stats.pool_allocations == 1  # one upload buffer, reused by every dispatch
+    dev.write(a, 0, np.full(n, 5, np.uint32))  # write() uses the same pooled buffer
     dev.execute(ExecutePlan(pipe, u, params(n), [a, b], workgroups=grid(n)), 30.0)
     assert (dev.read(b, st, n * 4, 30.0) == 10).all()
-    assert dev.stats.allocations_total == allocations
+    assert dev.stats.pool_allocations == 1
     dev.trim()
     assert dev.stats.internal_staging_bytes == 0
 
@@ -189,20 +188,16 @@ def test_read_reuses_one_staging_buffer_and_returns_fresh_arrays(device: GpuDevi
         device.release(h)
 
 
-def test_split_readback_path(make_device, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(devmod, "READ_SPLIT_PARTS", 3)
-    monkeypatch.setattr(devmod, "READ_SPLIT_MIN", 1 << 16)
+def test_a_large_readback_is_copied_out_whole(make_device) -> None:
+    """Above the parallel copy threshold the copy out of the mapping runs on several threads."""
     dev = make_device()
-    n = 100_000
+    n = 2_500_000  # 10 MB
     a, st = dev.create_storage(n * 4), dev.create_staging(n * 4)
     x = np.random.default_rng(1).integers(0, 2**32, n, dtype=np.uint32)
     dev.write(a, 0, x)
-    for _ in range(2):
-        assert np.array_equal(dev.read(a, st, n * 4, 10.0), x)
-    assert dev.last_read_timing["parts"] == 3
-    assert dev.stats.internal_staging_bytes >= 2 * (n * 4 // 3)
-    dev.trim()
-    assert np.array_equal(dev.read(a, st, n * 4, 10.0), x)
+    assert np.array_equal(dev.read(a, st, n * 4, 30.0), x)
+    out = np.zeros(n, np.uint32)
+    assert dev.read(a, st, n * 4, 30.0, out=out) is out and np.array_equal(out, x)
 
 
 def test_write_checks_its_range(device: GpuDevice) -> None:
@@ -252,24 +247,28 @@ def test_readahead_serves_the_next_read_and_is_dropped_by_any_write(device: GpuD
     # Released with a copy pending: nothing leaks into a new buffer that reuses the id space.
     device.execute(ExecutePlan(x2, u, None, [a, c], workgroups=grid(n), readahead=[c]), 10.0)
     device.release(c)
-    assert c.id not in device._readahead
+    assert c.id not in device._readback.copies
     for h in (a, b, u, st):
         device.release(h)
 
 
-def test_readahead_is_skipped_for_large_buffers_and_in_profile_mode(device: GpuDevice, x2, monkeypatch) -> None:
-    monkeypatch.setattr(devmod, "READAHEAD_MAX_BYTES", 1024)
-    n = 512  # 2,048 bytes: above the patched limit
+def test_readahead_is_skipped_for_large_buffers_and_in_profile_mode(make_device) -> None:
+    device = make_device(tuning=DeviceTuning(readahead_max_bytes=1024))
+    x2 = device.pipeline(WGSL_X2, [True, False])
+    n = 512  # 2,048 bytes: above the device's limit
     a, b, u, st = device.create_storage(n * 4), device.create_storage(n * 4), device.create_uniform(), \
         device.create_staging(n * 4)
     x = np.arange(n, dtype=np.uint32)
-    hits = device.readahead_hits
     device.execute(ExecutePlan(x2, u, params(n), [a, b], uploads=[(a, 0, x)], workgroups=grid(n),
                                readahead=[b]), 10.0)
-    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * x) and device.readahead_hits == hits
-    monkeypatch.setattr(devmod, "READAHEAD_MAX_BYTES", 1 << 20)
+    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * x) and device.readahead_hits == 0
+    device = make_device()
+    x2 = device.pipeline(WGSL_X2, [True, False])
+    a, b, u, st = device.create_storage(n * 4), device.create_storage(n * 4), device.create_uniform(), \
+        device.create_staging(n * 4)
     device.execute(ExecutePlan(x2, u, params(n), [a, b], uploads=[(a, 0, x + 3)], workgroups=grid(n),
                                readahead=[b], separate_stages=True), 10.0)
-    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * (x + 3)) and device.readahead_hits == hits
-    for h in (a, b, u, st):
-        device.release(h)
+    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * (x + 3)) and device.readahead_hits == 0
+    device.execute(ExecutePlan(x2, u, params(n), [a, b], uploads=[(a, 0, x + 4)], workgroups=grid(n),
+                               readahead=[b]), 10.0)
+    assert np.array_equal(device.read(b, st, n * 4, 10.0), 2 * (x + 4)) and device.readahead_hits == 1

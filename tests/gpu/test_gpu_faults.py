@@ -11,6 +11,7 @@ import pytest
 from wagogpu.gpu import (DeviceAllocationError, DeviceFailure, ExecutePlan, FaultInjector, GpuDevice,
                          PipelineError)
 from wagogpu.gpu.faults import STAGES
+from wagogpu.gpu.pool import PoolKind
 
 from .kernels import WGSL_INC, WGSL_SLOW, WGSL_X2, grid, params
 
@@ -174,7 +175,7 @@ def struct_params(count: int, rounds: int) -> bytes:
 
 def test_lock_wait_counts_against_the_timeout(make_device) -> None:
     rig = Rig(make_device, FaultInjector())
-    with rig.dev._lock:  # another party holds the device
+    with rig.dev._core.lock:  # another party holds the device
         result: list[BaseException] = []
 
         def other() -> None:
@@ -262,6 +263,7 @@ def test_read_faults_apply_to_a_read_ahead_copy(make_device, stage: str) -> None
     assert err.value.stage == stage and rig.dev.readahead_hits == 1
     if stage == "unmap":
         assert np.array_equal(err.value.data, 2 * rig.x)
-    assert not rig.dev._readahead and not rig.dev._readahead_idle  # the copy's state is unknown: freed
+    assert not rig.dev._readback.copies  # the copy's state is unknown: freed, not pooled
+    assert not rig.dev._pool.idle(PoolKind.READBACK)
     if stage != "lost":
         assert np.array_equal(rig.dev.read(rig.b, rig.st, N * 4, 10.0), 2 * rig.x)

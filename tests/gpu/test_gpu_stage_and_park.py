@@ -8,7 +8,9 @@ import ctypes
 import numpy as np
 import pytest
 
-from wagogpu.gpu import DeviceAllocationError, DeviceFailure, ExecutePlan, FaultInjector, GpuDevice, UploadStage
+from wagogpu.gpu import (DeviceAllocationError, DeviceFailure, DeviceTuning, ExecutePlan, FaultInjector, GpuDevice,
+                         UploadStage)
+from wagogpu.gpu.pool import PoolKind
 
 from .kernels import WGSL_X2, grid, params
 
@@ -51,7 +53,7 @@ def test_a_stage_uploads_on_the_device_and_is_reused(make_device, separate_stage
         rig.run(stage)  # a consumed stage cannot be uploaded again
     # The next stage() gets the same buffer back, mapped again once its dispatch finished.
     again = dev.stage(N * 4 - 400)
-    assert again is stage and again.address and again.nbytes == N * 4 - 400
+    assert again._entry is stage._entry and again.address and again.nbytes == N * 4 - 400
     fill(again, x[:N - 100] + 1)
     rig.dev.execute(ExecutePlan(rig.pipe, rig.u, params(N), [rig.a, rig.b], uploads=[(rig.a, 400, again)],
                                 workgroups=grid(N)), 10.0)
@@ -61,17 +63,21 @@ def test_a_stage_uploads_on_the_device_and_is_reused(make_device, separate_stage
 
 
 def test_unstage_keeps_a_stage_mapped_for_the_next_caller(make_device) -> None:
-    dev = make_device(None)
+    dev = make_device(None, DeviceTuning(pool_keep_buffers=2))
     first = dev.stage(4096)
     dev.unstage(first)
     assert first.address == 0
-    assert dev.stage(1024) is first
-    dev.unstage(first)
-    dev.unstage(first)  # twice is harmless
+    second = dev.stage(1024)
+    assert second._entry is first._entry and second.address
+    dev.unstage(second)
+    dev.unstage(second)  # twice is harmless
     kept = [dev.stage(4096) for _ in range(4)]
     for sg in kept:
         dev.unstage(sg)
-    assert len(dev._stages_idle) == 2 and len(dev._stages_live) == 2  # STAGE_KEEP; the rest freed
+    idle = dev._pool.idle(PoolKind.UPLOAD)
+    assert [e.size for e in idle] == [4096, 4096]  # the keep policy: two per kind; the rest freed
+    assert dev.stats.internal_staging_bytes == 2 * 4096
+    assert [sg._entry.native.obj is None for sg in kept] == [True, True, False, False]  # the oldest went
     with pytest.raises(DeviceAllocationError):
         dev.stage(6)  # not a multiple of 4
 
@@ -82,7 +88,7 @@ def test_a_plan_that_fails_before_submission_hands_its_stage_back(make_device) -
     with pytest.raises(DeviceFailure):
         rig.dev.execute(ExecutePlan(rig.pipe, rig.u, params(N), [rig.a, rig.b], uploads=[(rig.a, 0, stage)],
                                     workgroups=(1 << 30, 1)), 10.0)
-    assert stage.address == 0 and stage in rig.dev._stages_idle  # never unmapped: back in the pool
+    assert stage.address == 0 and stage._entry in rig.dev._pool.idle(PoolKind.UPLOAD)  # never unmapped: pooled
     too_big = rig.dev.stage(N * 4 + 4)
     with pytest.raises(DeviceFailure, match="does not fit"):
         rig.run(too_big)
@@ -99,9 +105,10 @@ def test_a_failed_dispatch_never_reuses_its_stage(make_device, stage_name: str) 
         rig.run(stage)
     assert stage.address == 0
     if stage_name == "submit":
-        assert stage in rig.dev._stages_idle  # failed before anything was recorded
+        assert stage._entry in rig.dev._pool.idle(PoolKind.UPLOAD)  # failed before anything was recorded
     else:
-        assert stage not in rig.dev._stages_live  # state unknown: freed
+        assert stage._entry.native.obj is None  # state unknown: freed
+        assert stage._entry not in rig.dev._pool.idle(PoolKind.UPLOAD)
 
 
 def test_stage_allocation_failure(make_device) -> None:
@@ -157,8 +164,9 @@ def test_a_released_big_staging_is_recycled_by_the_next_of_its_size(make_device)
     other = dev.create_staging(big + 4096)  # another size: a new buffer; the kept one stays until trim
     assert other._ptr != raw and dev.stats.allocations_total == allocations + 1
     small = dev.create_staging(4096)
-    dev.release(small)  # below RECYCLE_STAGING_MIN: freed at once
+    dev.release(small)  # pooled too
     kept = dev.stats.internal_staging_bytes
+    assert kept >= big + 4096
     dev.trim()
     assert dev.stats.internal_staging_bytes <= kept - big
     assert dev.create_staging(big)._ptr is not None and dev.stats.allocations_total == allocations + 3

@@ -1,25 +1,28 @@
-"""wagogpu's low-level GPU backend on wgpu-native (through wgpu-py's cffi handle).
+"""wagogpu's low-level GPU backend on wgpu (wgpu-native's C API, or wgpu-py's public API).
 
-A small, fast, failure-honest device layer: adapter choice, buffers,
-pipelines cached by WGSL text, one-submission dispatch transactions, staged
-readbacks (copied out, or left mapped for the caller), upload stages the caller
-fills ahead of a dispatch, GPU timestamps and fault injection for tests.  It knows nothing of
-Wasm; the buffer layer keeps buffer states and byte budgets on top of it.
+A small, fast, failure-honest device layer: adapter choice, buffers, pipelines cached by WGSL
+text, one-submission dispatch transactions, staged readbacks (copied out, or left mapped for the
+caller), upload stages the caller fills ahead of a dispatch, GPU timestamps and fault injection
+for tests.  It knows nothing of Wasm; the buffer layer keeps buffer states and byte budgets on
+top of it.
 
-Importing this package loads no wgpu: the records, errors and fault injector are plain Python,
-and GpuDevice (which needs the native library) is imported on first use.
+Importing this package loads no wgpu: the records, errors, tuning and fault injector are plain
+Python, and GpuDevice (which needs wgpu) is imported on first use.
 """
 from typing import Any
 
-from .adapters import AdapterInfo, list_adapters
-from .errors import DeviceAllocationError, DeviceFailure, GpuError, GpuUnavailable, PipelineError
+from .adapters import AdapterChoice, AdapterInfo, BackendName, list_adapters
+from .errors import (AdapterNotFound, DeviceAllocationError, DeviceFailure, FailureStage, GpuError, GpuUnavailable,
+                     PipelineError)
 from .faults import STAGES, FaultInjector
-from .handles import BufferHandle, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, UploadStage
+from .handles import BufferHandle, BufferKind, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, UploadStage
+from .tuning import DeviceTuning
 
 __all__ = [
     "GpuDevice", "AdapterInfo", "GpuUnavailable", "DeviceFailure", "DeviceAllocationError", "PipelineError",
     "ExecutePlan", "ExecuteResult", "FaultInjector", "list_adapters",
     "BufferHandle", "ComputePipeline", "DeviceStats", "GpuError", "STAGES", "UploadStage",
+    "AdapterChoice", "AdapterNotFound", "BackendName", "BufferKind", "DeviceTuning", "FailureStage",
 ]
 
 

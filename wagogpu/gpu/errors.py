@@ -1,7 +1,8 @@
-"""Exceptions of the GPU backend.
+"""Exceptions of the GPU backend, and the one closed set of stages they and the fault injector name.
 
 The host maps them onto ABI statuses: ``GpuUnavailable`` means "no GPU path"
-(CPU only), ``DeviceAllocationError`` is a failed allocation that does not
+(CPU only), ``AdapterNotFound`` an adapter choice that matches nothing (a configuration
+error), ``DeviceAllocationError`` a failed allocation that does not
 quarantine (status 7 for that step), ``PipelineError`` makes a kernel fall
 back, and ``DeviceFailure`` is anything that leaves GPU state uncertain: the
 host quarantines the device after it (abi.md §4.7).
@@ -9,9 +10,32 @@ host quarantines the device after it (abi.md §4.7).
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
-__all__ = ["GpuError", "GpuUnavailable", "DeviceFailure", "DeviceAllocationError", "PipelineError"]
+__all__ = ["FailureStage", "GpuError", "GpuUnavailable", "AdapterNotFound", "DeviceFailure",
+           "DeviceAllocationError", "PipelineError"]
+
+
+class FailureStage(enum.StrEnum):
+    """Where a device operation failed, or which step the fault injector makes fail.
+
+    ``DeviceFailure.stage`` is one of SUBMIT .. CLOSED; ALLOC and PIPELINE are fault
+    stages only (they raise DeviceAllocationError and PipelineError), BLOCK is the
+    injector's "stay inside execute until released" step.
+    """
+
+    ALLOC = "alloc"  # buffer or upload-stage creation
+    PIPELINE = "pipeline"  # pipeline build
+    SUBMIT = "submit"  # recording or submission (nothing ran when submitted is False)
+    BLOCK = "block"  # execute, after submission: blocks until the test releases it
+    WAIT = "wait"  # while waiting for completion
+    TIMEOUT = "timeout"  # the deadline passed while waiting
+    LOST = "lost"  # the device reports loss
+    AFTER_COMPLETION = "after_completion"  # the work ran, then the device reported an error
+    MAP = "map"  # mapping a readback buffer
+    UNMAP = "unmap"  # unmapping it after the copy
+    CLOSED = "closed"  # the device was closed under the caller (never injected)
 
 
 class GpuError(Exception):
@@ -24,6 +48,11 @@ class GpuUnavailable(GpuError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class AdapterNotFound(GpuUnavailable):
+    """The adapter asked for (an index or a name, perhaps on one backend) matches nothing;
+    the reason lists the adapters that exist, as `wagogpu info` numbers them."""
 
 
 class DeviceAllocationError(GpuError):
@@ -46,11 +75,7 @@ class PipelineError(GpuError):
 class DeviceFailure(GpuError):
     """A device operation failed or its completion is unknown.
 
-    ``stage`` names where: "submit" (recording or submission), "wait" (while
-    waiting for completion), "timeout" (deadline passed while waiting),
-    "after_completion" (the device ran the work but reported an error),
-    "lost" (the device reports loss), "map" / "unmap" (readback staging),
-    "closed" (the device was closed under the caller).
+    ``stage`` (a FailureStage, equal to its string value) names where.
     ``submitted`` is True when work may have reached the queue, so its effect
     on device memory is unknown.  ``data`` carries a readback that was fully
     copied out before an unmap failure (abi.md §4.4 step 6), else None.
@@ -58,14 +83,14 @@ class DeviceFailure(GpuError):
 
     def __init__(
         self,
-        stage: str,
+        stage: FailureStage | str,
         message: str,
         submitted: bool = False,
         timed_out: bool = False,
         data: Any = None,
     ) -> None:
-        super().__init__(f"{stage}: {message}")
-        self.stage = stage
+        self.stage = FailureStage(stage)
+        super().__init__(f"{self.stage}: {message}")
         self.message = message
         self.submitted = submitted
         self.timed_out = timed_out

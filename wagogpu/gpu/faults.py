@@ -11,21 +11,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 
+from .errors import FailureStage
+
 __all__ = ["FaultInjector", "STAGES"]
 
-#: Stages the device consults, in the order they can occur.
-STAGES: tuple[str, ...] = (
-    "alloc",  # create_storage / create_uniform / create_staging -> DeviceAllocationError
-    "pipeline",  # pipeline() build -> PipelineError
-    "submit",  # execute / read / write, before queue submission -> DeviceFailure("submit")
-    "block",  # execute, after submission: blocks on ``release`` until set (or device closed)
-    "wait",  # execute, while waiting -> DeviceFailure("wait")
-    "timeout",  # execute / read: the wait deadline is treated as passed -> DeviceFailure("timeout")
-    "lost",  # execute / read after completion: the device reports loss -> DeviceFailure("lost")
-    "after_completion",  # execute: work ran, then a validation error is reported
-    "map",  # read: mapping the staging buffer fails -> DeviceFailure("map")
-    "unmap",  # read: unmapping fails after the data was copied -> DeviceFailure("unmap", data=...)
-)
+#: Stages the device consults, in the order they can occur (every FailureStage but CLOSED):
+#: alloc (create_* / stage -> DeviceAllocationError), pipeline (-> PipelineError), submit
+#: (execute / read / write before submission), block (execute after submission: waits on
+#: ``release``), wait, timeout (the deadline is treated as passed), lost, after_completion
+#: (a validation error reported after the work ran), map and unmap (readback).
+STAGES: tuple[FailureStage, ...] = tuple(s for s in FailureStage if s is not FailureStage.CLOSED)
 
 
 class FaultInjector:
@@ -50,11 +45,8 @@ class FaultInjector:
     ) -> None:
         self._fail: dict[str, frozenset[int]] = {}
         for stage, which in (fail or {}).items():
-            self._check(stage)
-            self._fail[stage] = frozenset([which] if isinstance(which, int) else which)
-        self._always = frozenset(fail_always)
-        for stage in self._always:
-            self._check(stage)
+            self._fail[self._check(stage)] = frozenset([which] if isinstance(which, int) else which)
+        self._always = frozenset(self._check(s) for s in fail_always)
         self.counts: dict[str, int] = {s: 0 for s in STAGES}
         self.failures: dict[str, int] = {s: 0 for s in STAGES}
         self.blocked = threading.Event()
@@ -62,9 +54,10 @@ class FaultInjector:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _check(stage: str) -> None:
+    def _check(stage: str) -> FailureStage:
         if stage not in STAGES:
             raise ValueError(f"unknown fault stage {stage!r}; known: {', '.join(STAGES)}")
+        return FailureStage(stage)
 
     def hit(self, stage: str) -> bool:
         """Record that ``stage`` was reached; True when this occurrence must fail."""
@@ -76,5 +69,5 @@ class FaultInjector:
             return failing
 
     def __repr__(self) -> str:
-        reached = {k: v for k, v in self.counts.items() if v}
+        reached = {str(k): v for k, v in self.counts.items() if v}
         return f"FaultInjector(fail={dict(self._fail)!r}, always={set(self._always)!r}, reached={reached!r})"

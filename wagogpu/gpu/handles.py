@@ -6,29 +6,42 @@ without loading wgpu's native library: nothing here touches wgpu.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BufferHandle", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats", "UploadStage"]
+__all__ = ["BufferKind", "BufferHandle", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats",
+           "UploadStage"]
+
+
+class BufferKind(enum.StrEnum):
+    """What a BufferHandle is for; each kind has its own usage flags and size limit."""
+
+    STORAGE = "storage"  # bound to a kernel; copy source and destination
+    UNIFORM = "uniform"  # the 16-byte parameter block at binding 0
+    STAGING = "staging"  # the caller's readback buffer (map for reading)
 
 
 class BufferHandle:
-    """A device buffer.  ``kind`` is "storage", "uniform" or "staging"; ``nbytes`` its real size.
+    """A device buffer of ``kind``; ``nbytes`` is its real size.
 
     ``mapped`` is the host address of a staging buffer that read_mapped() left mapped (0
     otherwise); it stays valid until unmap(), release() or the next read through it.
+    ``_ptr`` is the backend's buffer object (None once released), ``_native`` its registration
+    in the device's NativeSet.
     """
 
-    __slots__ = ("id", "kind", "nbytes", "_ptr", "mapped", "__weakref__")
+    __slots__ = ("id", "kind", "nbytes", "_ptr", "_native", "mapped", "__weakref__")
 
-    def __init__(self, id: int, kind: str, nbytes: int, ptr: Any) -> None:
+    def __init__(self, id: int, kind: BufferKind, nbytes: int, native: Any) -> None:
         self.id = id
         self.kind = kind
         self.nbytes = nbytes
-        self._ptr = ptr
+        self._native = native
+        self._ptr = native.obj
         self.mapped = 0
 
     @property
@@ -43,17 +56,16 @@ class BufferHandle:
 class ComputePipeline:
     """A compute pipeline with its explicit layout: uniform at binding 0, storage at 1..N."""
 
-    __slots__ = ("id", "key", "bindings", "_ptr", "_bgl", "_layout", "_module", "__weakref__")
+    __slots__ = ("id", "key", "bindings", "_ptr", "_bgl", "_natives", "__weakref__")
 
-    def __init__(self, id: int, key: tuple[Any, ...], bindings: tuple[bool, ...],
-                 ptr: Any, bgl: Any, layout: Any, module: Any) -> None:
+    def __init__(self, id: int, key: tuple[Any, ...], bindings: tuple[bool, ...], natives: Sequence[Any]) -> None:
+        """``natives``: the pipeline, its bind group layout, pipeline layout and shader module."""
         self.id = id
         self.key = key
         self.bindings = bindings
-        self._ptr = ptr
-        self._bgl = bgl
-        self._layout = layout
-        self._module = module
+        self._natives = tuple(natives)
+        self._ptr = natives[0].obj
+        self._bgl = natives[1].obj
 
     @property
     def released(self) -> bool:
@@ -72,7 +84,8 @@ class ExecutePlan:
     ``seeds`` are (src, dst, byte_offset, nbytes) device copies at the same
     offset in both buffers, recorded before the compute pass; ``workgroups``
     (x, y) is the grid (x, y ≤ max-compute-workgroups-per-dimension).
-    ``readahead`` (extension): storage buffers (each at most READAHEAD_MAX_BYTES) whose final
+    ``readahead`` (extension): storage buffers (each at most the device's
+    ``tuning.readahead_max_bytes``) whose final
     contents are copied to mapped read buffers in the same submission, for a following read();
     ignored with ``separate_stages``.
     ``timestamps`` (extension): measure the compute pass with GPU timestamps
@@ -132,6 +145,8 @@ class DeviceStats:
     bind_group_misses: int
     internal_staging_bytes: int
     submissions: int
+    #: Buffers the device's pool created for itself (upload and readback helpers, read-ahead copies).
+    pool_allocations: int = 0
 
 
 class UploadStage:
@@ -142,14 +157,15 @@ class UploadStage:
     while copying into the CPU copy overlaps the PCIe write with the host copy.
     """
 
-    __slots__ = ("_ptr", "size", "nbytes", "address", "_cell")
+    __slots__ = ("_entry", "_ptr", "_window", "size", "nbytes", "address")
 
-    def __init__(self, ptr: Any, size: int) -> None:
-        self._ptr = ptr
-        self.size = size  # allocated bytes
-        self.nbytes = 0  # bytes the caller asked for
-        self.address = 0  # mapped host address while the caller owns it
-        self._cell: Any = None  # a _native.MapCell  # pending re-map after its dispatch
+    def __init__(self, entry: Any, nbytes: int, address: int, window: Any) -> None:
+        self._entry = entry  # the pool's PooledBuffer behind it
+        self._ptr = entry.obj
+        self._window = window  # the backend's keep-alive for the writable window at ``address``
+        self.size = entry.size  # allocated bytes
+        self.nbytes = nbytes  # bytes the caller asked for
+        self.address = address  # host address the caller may write while it owns the stage (else 0)
 
     def __repr__(self) -> str:
         return f"<UploadStage {self.nbytes}/{self.size} B{' mapped' if self.address else ''}>"

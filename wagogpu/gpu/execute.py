@@ -1,0 +1,304 @@
+"""One dispatch transaction: parameters, uploads, seed copies, the compute pass and read-ahead
+copies in one submission, then one wait (abi.md §4.6 step 6).
+
+The hot path is a resident dispatch: no uploads, no parameters, a cached bind group; it makes
+the backend's few native calls on pre-built structs and adds no Python work of its own beyond
+the checks.  Profile mode (``plan.separate_stages``) makes the uploads, the seeds and the
+compute pass three waited submissions so each can be timed.  Any failure raises DeviceFailure;
+after one that follows submission, every pooled buffer the submission used and every read-ahead
+copy is dropped (their state is unknown), and the host quarantines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .backend import CELL_OK, BackendError, MapCell
+from .core import DeviceCore
+from .errors import DeviceFailure, FailureStage
+from .handles import ExecutePlan, ExecuteResult
+from .pipelines import Pipelines
+from .pool import BufferPool, PooledBuffer
+from .readback import Readback
+from .uploads import Uploads
+
+__all__ = ["Executor"]
+
+_perf = time.perf_counter
+
+
+class Executor:
+    """Runs ExecutePlans on one device."""
+
+    def __init__(self, core: DeviceCore, pipelines: Pipelines, uploads: Uploads, readback: Readback,
+                 pool: BufferPool) -> None:
+        self._core = core
+        self._pipelines = pipelines
+        self._uploads = uploads
+        self._readback = readback
+        self._pool = pool
+        self._max_groups = core.backend.limits["max-compute-workgroups-per-dimension"]
+        self._stage_recorders: tuple[tuple[str, Callable[..., int]], ...] = (
+            ("upload", self._record_upload_stage), ("seed", self._record_seed_stage),
+            ("compute", self._record_compute_stage))
+
+    def execute(self, plan: ExecutePlan, timeout: float) -> ExecuteResult:
+        """Run one dispatch transaction and wait for it (see the module docstring)."""
+        t0 = _perf()
+        deadline = t0 + timeout
+        core = self._core
+        if not core.lock.acquire(timeout=max(0.0, timeout)):
+            raise core.lock_timeout()
+        used: list[PooledBuffer] = []  # pooled upload buffers the submission uses
+        try:
+            bind_group = self._checked(plan)
+            if plan.separate_stages:
+                return self._staged(plan, bind_group, t0, deadline)
+            gx, gy = plan.workgroups
+            ts = bool(plan.timestamps) and core.backend.has_timestamps and gx > 0 and gy > 0
+            cells, t1, t2, up_bytes, seed_bytes = self._submit(plan, bind_group, ts, deadline, used)
+        except DeviceFailure as exc:
+            if exc.submitted:
+                self._discard(used)
+            raise
+        finally:
+            if plan.uploads:
+                self._uploads.return_unrecorded(plan)
+            core.lock.release()
+        try:
+            if core.faults is not None:
+                self._faulty_wait(cells, deadline)
+            else:
+                core.wait(deadline, cells, "the dispatch")
+            if cells[0].status != CELL_OK:
+                raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {cells[0].message}", True)
+            t3 = _perf()
+            if core.faults is not None or core.flags.lost or core.flags.errors:
+                self._after_completion()
+            device_s = self._timestamps() if ts else None
+        except DeviceFailure:
+            with core.lock:
+                self._discard(used)
+            raise
+        return ExecuteResult(t1 - t0, t2 - t1, t3 - t2, _perf() - t0, device_s, core.hardware, True,
+                             up_bytes, seed_bytes)
+
+    def _checked(self, plan: ExecutePlan) -> Any:
+        """Every check of the plan before anything is recorded; returns its bind group."""
+        core = self._core
+        if core.closed or core.flags.lost:
+            core.check_usable()
+        gx, gy = plan.workgroups
+        most = self._max_groups
+        if not (0 <= gx <= most and 0 <= gy <= most):
+            raise DeviceFailure(FailureStage.SUBMIT, f"workgroups {plan.workgroups} exceed "
+                                                     f"max-compute-workgroups-per-dimension {most}")
+        bind_group = self._pipelines.bind_group(plan.pipeline, plan.uniform, plan.storage)
+        if plan.params is not None and len(plan.params) != 16:
+            raise DeviceFailure(FailureStage.SUBMIT, f"params must be 16 bytes, got {len(plan.params)}")
+        faults = core.faults
+        if faults is not None and faults.hit(FailureStage.SUBMIT):
+            raise DeviceFailure(FailureStage.SUBMIT, "injected submission failure", False)
+        for src, dst, off, n in plan.seeds:
+            if src._ptr is None or dst._ptr is None or off % 4 or n % 4 or off + n > min(src.nbytes, dst.nbytes):
+                raise DeviceFailure(FailureStage.SUBMIT, f"seed {src!r} -> {dst!r} [{off}, +{n}) is invalid")
+        return bind_group
+
+    def _submit(self, plan: ExecutePlan, bind_group: Any, ts: bool, deadline: float,
+                used: list[PooledBuffer]) -> tuple[list[MapCell], float, float, int, int]:
+        """Record and submit the whole transaction (lock held): (cells to wait for, upload end,
+        seed end, upload bytes, seed bytes)."""
+        core = self._core
+        backend = core.backend
+        readback = self._readback
+        if readback.copies:
+            readback.invalidate(plan)
+        del core.flags.errors[:]
+        ahead: list[Any] = []
+        submitted = False
+        enc = backend.encoder()
+        try:
+            up_bytes = self._record_uploads(enc, plan, deadline, used) if plan.uploads or plan.params else 0
+            t1 = _perf()
+            seed_bytes = self._record_seed_stage(enc, plan, deadline, used) if plan.seeds else 0
+            t2 = _perf()
+            gx, gy = plan.workgroups
+            if gx and gy:
+                backend.dispatch(enc, plan.pipeline._ptr, bind_group, gx, gy, ts)
+            if plan.readahead:
+                ahead = readback.record_ahead(enc, plan.readahead)
+            backend.submit(enc)
+            enc, submitted = None, True
+            cells = [backend.fence()]
+            if used:
+                self._uploads.after_submit(used)
+            if ts:
+                cells.append(backend.timestamp_cell())
+            if ahead:
+                cells += readback.ahead_submitted(ahead)
+        finally:
+            if enc is not None:  # a check raised mid-recording
+                backend.drop_encoder(enc)
+            if not submitted:
+                self._uploads.unsubmitted(used)
+                for _h, entry in ahead:
+                    self._pool.give(entry)
+        if core.flags.errors:
+            raise DeviceFailure(FailureStage.SUBMIT, core.take_error() or "", True)
+        return cells, t1, t2, up_bytes, seed_bytes
+
+    def _record_uploads(self, enc: Any, plan: ExecutePlan, deadline: float, used: list[PooledBuffer]) -> int:
+        """The plan's uploads and its parameter block (which rides along with the uploads when
+        there are any, saving the queue write's own staging allocation)."""
+        uploads = plan.uploads
+        params = plan.params
+        if params is not None:
+            if uploads and self._core.tuning.params_via_staging:
+                uniform = [(plan.uniform, 0, np.frombuffer(params, dtype=np.uint32))]
+                return self._uploads.record(enc, [*uploads, *uniform], deadline, used) - len(params)
+            self._core.backend.write_buffer(plan.uniform._ptr, 0, params, 16)
+        return self._uploads.record(enc, uploads, deadline, used) if uploads else 0
+
+    def _record_upload_stage(self, enc: Any, plan: ExecutePlan, deadline: float, used: list[PooledBuffer]) -> int:
+        if plan.params is not None:
+            self._core.backend.write_buffer(plan.uniform._ptr, 0, plan.params, 16)
+        return self._uploads.record(enc, plan.uploads, deadline, used)
+
+    def _record_seed_stage(self, enc: Any, plan: ExecutePlan, deadline: float, used: list[PooledBuffer]) -> int:
+        copy = self._core.backend.copy
+        seed_bytes = 0
+        for src, dst, off, n in plan.seeds:
+            if n:
+                copy(enc, src._ptr, off, dst._ptr, off, n)
+                seed_bytes += n
+        return seed_bytes
+
+    def _record_compute_stage(self, enc: Any, plan: ExecutePlan, deadline: float, used: list[PooledBuffer],
+                              bind_group: Any = None, ts: bool = False) -> int:
+        gx, gy = plan.workgroups
+        if gx and gy:
+            self._core.backend.dispatch(enc, plan.pipeline._ptr, bind_group, gx, gy, ts)
+        return 0
+
+    def _staged(self, plan: ExecutePlan, bind_group: Any, t0: float, deadline: float) -> ExecuteResult:
+        """Profile mode: uploads, seeds and compute as separate waited submissions (lock held)."""
+        core = self._core
+        gx, gy = plan.workgroups
+        ts = plan.timestamps is not False and core.backend.has_timestamps and gx > 0 and gy > 0
+        took: dict[str, float] = {}
+        moved: dict[str, int] = {}
+        used: list[PooledBuffer] = []
+        submitted = False
+        try:
+            for name, record in self._stage_recorders:
+                s0 = _perf()
+                extra = {"bind_group": bind_group, "ts": ts} if name == "compute" else {}
+                cells, moved[name] = self._submit_stage(name, record, plan, deadline, used, extra)
+                submitted = True
+                if name == "compute" and core.faults is not None:
+                    self._staged_faults(cells, deadline)
+                core.wait(deadline, cells, f"the {name} submission")
+                if cells[0].status != CELL_OK:
+                    raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {cells[0].message}", True)
+                took[name] = _perf() - s0
+            self._after_completion()
+            device_s = self._timestamps() if ts else None
+        except DeviceFailure as exc:
+            if submitted or exc.submitted:
+                self._discard(used)
+            raise
+        return ExecuteResult(upload_s=took["upload"], seed_s=took["seed"], compute_s=took["compute"],
+                             total_s=_perf() - t0, device_compute_s=device_s, hardware_submitted=core.hardware,
+                             submitted=True, upload_bytes=moved["upload"], seed_bytes=moved["seed"])
+
+    def _submit_stage(self, name: str, record: Callable[..., int], plan: ExecutePlan, deadline: float,
+                      used: list[PooledBuffer], extra: dict[str, Any]) -> tuple[list[MapCell], int]:
+        """Record one profile-mode stage and submit it with a fence (lock held)."""
+        core = self._core
+        backend = core.backend
+        del core.flags.errors[:]
+        mine: list[PooledBuffer] = []
+        submitted = False
+        enc = backend.encoder()
+        try:
+            moved = record(enc, plan, deadline, mine, **extra)
+            backend.submit(enc)
+            enc, submitted = None, True
+            cells = [backend.fence()]
+            used += mine
+            self._uploads.after_submit(mine)
+            if extra.get("ts"):
+                cells.append(backend.timestamp_cell())
+        finally:
+            if enc is not None:
+                backend.drop_encoder(enc)
+            if not submitted:
+                self._uploads.unsubmitted(mine)
+            if plan.uploads:
+                self._uploads.return_unrecorded(plan)
+        err = core.take_error()
+        if err is not None:
+            raise DeviceFailure(FailureStage.SUBMIT, f"{name} submission: {err}", True)
+        return cells, moved
+
+    # -------------------------------------------------------------- waiting and after it
+
+    def _faulty_wait(self, cells: list[MapCell], deadline: float) -> None:
+        """The wait with the fault injector's stages: block, timeout, wait (lock not held)."""
+        core = self._core
+        core.block()
+        if core.hit(FailureStage.TIMEOUT):
+            raise DeviceFailure(FailureStage.TIMEOUT, "injected: the wait exceeded its deadline", True, True)
+        wait_fails = core.hit(FailureStage.WAIT)
+        core.wait(deadline, cells, "the dispatch")
+        if wait_fails and cells[0].status == CELL_OK:
+            raise DeviceFailure(FailureStage.WAIT, "injected failure while waiting for the dispatch", True)
+
+    def _staged_faults(self, cells: list[MapCell], deadline: float) -> None:
+        """Profile mode's compute stage under the fault injector (lock held; released to block)."""
+        core = self._core
+        core.lock.release()
+        try:
+            core.block()
+        finally:
+            core.lock.acquire()
+        if core.hit(FailureStage.TIMEOUT):
+            raise DeviceFailure(FailureStage.TIMEOUT, "injected: the wait exceeded its deadline", True, True)
+        if core.hit(FailureStage.WAIT):
+            core.wait(deadline, cells, "the dispatch")
+            raise DeviceFailure(FailureStage.WAIT, "injected failure while waiting for the dispatch", True)
+
+    def _after_completion(self) -> None:
+        core = self._core
+        if core.hit(FailureStage.LOST):
+            raise core.lose("injected: the device reports loss")
+        if core.flags.lost:
+            raise DeviceFailure(FailureStage.LOST, core.flags.lost_reason or "the device was lost", True)
+        if core.hit(FailureStage.AFTER_COMPLETION):
+            raise DeviceFailure(FailureStage.AFTER_COMPLETION, "injected validation error reported after completion",
+                                True)
+        err = core.take_error()
+        if err is not None:
+            raise DeviceFailure(FailureStage.AFTER_COMPLETION, err, True)
+
+    def _timestamps(self) -> float | None:
+        core = self._core
+        with core.lock:
+            core.check_usable(True)
+            try:
+                return core.backend.timestamp_seconds()
+            except BackendError as exc:
+                raise DeviceFailure(FailureStage.AFTER_COMPLETION, str(exc), True) from None
+
+    def _discard(self, used: list[PooledBuffer]) -> None:
+        """After a failure that followed submission (lock held): what the submission touched has an
+        unknown state and is not reused."""
+        if self._core.closed:
+            return
+        self._pool.discard(used)
+        self._readback.drop_all()
+        self._core.backend.reset_timestamps()

@@ -1,0 +1,243 @@
+"""Getting bytes off the device: readback through the caller's staging buffer, readbacks left
+mapped for the caller (park), and read-ahead copies.
+
+A read copies the source into the caller's staging buffer, maps it (the map is the fence) and
+copies the words out with several threads, or, with read_mapped(), leaves them mapped there and
+returns their address.  A read-ahead copy is taken inside a dispatch's own submission (see
+ExecutePlan.readahead) into a pooled buffer that is mapped once the dispatch is done, so the
+read right after it needs no submission and no second wait; anything that may write the source
+first drops the copy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..memcopy import copy_bytes
+from .backend import CELL_OK, BackendError, MapCell
+from .core import DeviceCore
+from .errors import DeviceFailure, FailureStage
+from .handles import BufferHandle, BufferKind, ExecutePlan
+from .pool import BufferPool, PooledBuffer, PoolKind
+
+__all__ = ["Readback"]
+
+_perf = time.perf_counter
+
+
+class Readback:
+    """Readbacks and read-ahead copies of one device."""
+
+    def __init__(self, core: DeviceCore, pool: BufferPool) -> None:
+        self._core = core
+        self._pool = pool
+        #: Read-ahead copies: source buffer id -> (pooled buffer, bytes copied); its cell is the map.
+        self.copies: dict[int, tuple[PooledBuffer, int]] = {}
+        self.hits = 0
+
+    # -------------------------------------------------------------- read-ahead (lock held)
+
+    def invalidate(self, plan: ExecutePlan) -> None:
+        """Drop the copies of every buffer ``plan``'s submission may write."""
+        for h in (*plan.storage, *(up[0] for up in plan.uploads), *(seed[1] for seed in plan.seeds)):
+            self.drop(h.id)
+
+    def record_ahead(self, enc: Any, handles: Sequence[BufferHandle]) -> list[tuple[BufferHandle, PooledBuffer]]:
+        """Record a copy of each small enough live handle into a pooled readback buffer."""
+        most = self._core.tuning.readahead_max_bytes
+        taken = []
+        for h in handles:
+            if h._ptr is None or h.nbytes > most:
+                continue
+            entry = self._pool.take(PoolKind.READBACK, h.nbytes)
+            if entry is None:
+                try:
+                    entry = self._pool.create(PoolKind.READBACK, h.nbytes)
+                except BackendError:
+                    continue  # an optimisation only: the read will submit its own copy
+            self._core.backend.copy(enc, h._ptr, 0, entry.obj, 0, h.nbytes)
+            taken.append((h, entry))
+        return taken
+
+    def ahead_submitted(self, taken: list[tuple[BufferHandle, PooledBuffer]]) -> list[MapCell]:
+        """The copies are submitted: map each (it resolves when the dispatch is done)."""
+        cells = []
+        backend = self._core.backend
+        for h, entry in taken:
+            entry.cell = cell = backend.map(entry.obj, False, 0, h.nbytes)
+            self.copies[h.id] = (entry, h.nbytes)
+            cells.append(cell)
+        return cells
+
+    def drop(self, buf_id: int, keep: bool = True) -> None:
+        """Forget buffer ``buf_id``'s copy; its pooled buffer goes back unless its state is unknown."""
+        item = self.copies.pop(buf_id, None)
+        if item is None:
+            return
+        entry = item[0]
+        cell, entry.cell = entry.cell, None
+        if cell is not None and not cell.status:  # never resolved (a failed submission)
+            self._core.backend.forget(cell)
+            keep = False
+        elif cell is not None and cell.status == CELL_OK:
+            self._core.backend.unmap(entry.obj)
+        (self._pool.give if keep else self._pool.free)(entry)
+
+    def drop_all(self) -> None:
+        """After a failure: every copy's state is unknown; their buffers are freed."""
+        for buf_id in list(self.copies):
+            self.drop(buf_id, keep=False)
+
+    def _take_copy(self, src: BufferHandle, nbytes: int, keep: bool) -> PooledBuffer | None:
+        """The resolved copy of ``src`` that can serve this read (lock held), or None."""
+        item = self.copies.pop(src.id, None)
+        if item is None:
+            return None
+        entry, copied = item
+        cell = entry.cell
+        if keep or copied < nbytes or cell is None or cell.status != CELL_OK:
+            self.copies[src.id] = item
+            self.drop(src.id)
+            return None
+        self.hits += 1
+        return entry
+
+    # -------------------------------------------------------------- reads
+
+    def read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
+             out: np.ndarray | None = None) -> np.ndarray:
+        """Copy ``nbytes`` of ``src`` through the caller's ``staging`` buffer into a uint32 array:
+        a fresh one, or ``out`` (a writable C-contiguous array of exactly ``nbytes`` bytes) filled
+        in place.  On an unmap failure after the copy the DeviceFailure carries the data."""
+        words: np.ndarray = self._read(src, staging, nbytes, timeout, out, False)
+        return words
+
+    def read_mapped(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float) -> int:
+        """Read like read(), but leave the words in ``staging``, mapped: returns their host address
+        (also ``staging.mapped``), valid until unmap(staging), release(staging) or the next read
+        through it."""
+        address: int = self._read(src, staging, nbytes, timeout, None, True)
+        return address
+
+    def _read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
+              out: np.ndarray | None, keep: bool) -> Any:
+        core = self._core
+        deadline = _perf() + timeout
+        nbytes = int(nbytes)
+        if out is not None and not (isinstance(out, np.ndarray) and out.flags.c_contiguous
+                                    and out.flags.writeable and out.nbytes == nbytes):
+            raise ValueError(f"out must be a writable C-contiguous array of {nbytes} bytes")
+        if not core.lock.acquire(timeout=max(0.0, timeout)):
+            raise core.lock_timeout()
+        try:
+            core.check_usable()
+            if nbytes <= 0 or nbytes % 4 or src._ptr is None or staging._ptr is None \
+                    or staging.kind is not BufferKind.STAGING or nbytes > src.nbytes or nbytes > staging.nbytes:
+                raise DeviceFailure(FailureStage.SUBMIT, f"cannot read {nbytes} bytes of {src!r} through {staging!r}")
+            faults = core.faults
+            if faults is not None and faults.hit(FailureStage.SUBMIT):
+                raise DeviceFailure(FailureStage.SUBMIT, "injected submission failure", False)
+            if staging.mapped:
+                core.backend.unmap(staging._ptr)
+                staging.mapped = 0
+            ahead = self._take_copy(src, nbytes, keep) if self.copies else None
+            if ahead is not None:
+                buf, cell = ahead.obj, ahead.cell
+                ahead.cell = None
+            else:
+                buf, cell = staging._ptr, self._submit_copy(src, staging, nbytes)
+        finally:
+            core.lock.release()
+        assert cell is not None
+        return self._finish(staging, nbytes, deadline, buf, cell, out, ahead, keep)
+
+    def _submit_copy(self, src: BufferHandle, staging: BufferHandle, nbytes: int) -> MapCell:
+        """Record and submit the copy into the staging buffer, then map it (lock held)."""
+        core = self._core
+        backend = core.backend
+        del core.flags.errors[:]
+        enc = backend.encoder()
+        backend.copy(enc, src._ptr, 0, staging._ptr, 0, nbytes)
+        backend.submit(enc)
+        cell = backend.map(staging._ptr, False, 0, nbytes)
+        if core.flags.errors:
+            raise DeviceFailure(FailureStage.SUBMIT, core.take_error() or "", True)
+        return cell
+
+    def _finish(self, staging: BufferHandle, nbytes: int, deadline: float, buf: Any, cell: MapCell,
+                out: np.ndarray | None, ahead: PooledBuffer | None, keep: bool) -> Any:
+        """Wait for the map, copy the words out and unmap (or leave them mapped with ``keep``)."""
+        core = self._core
+        faults = core.faults
+        unmap_err: str | None = None
+        try:
+            if faults is not None and faults.hit(FailureStage.TIMEOUT):
+                raise DeviceFailure(FailureStage.TIMEOUT, "injected: the readback wait exceeded its deadline",
+                                    True, True)
+            core.wait(deadline, (cell,), "the readback")
+            if faults is not None and faults.hit(FailureStage.LOST):
+                raise core.lose("injected: the device reports loss")
+            with core.lock:
+                address = self._mapped(buf, cell, nbytes)
+                if keep:
+                    staging.mapped = address
+                    return address
+                if out is None:
+                    out = np.empty(nbytes // 4, dtype=np.uint32)
+                copy_bytes(out.__array_interface__["data"][0], address, nbytes, core.tuning.read_copy_threads)
+                errors = core.flags.errors
+                del errors[:]
+                core.backend.unmap(buf)
+                if errors:
+                    unmap_err = core.take_error()
+        except DeviceFailure:
+            self._settle(buf, cell, deadline, ahead)
+            raise
+        if faults is not None and faults.hit(FailureStage.UNMAP):
+            unmap_err = unmap_err or "injected unmap failure"
+        if ahead is not None:
+            with core.lock:
+                (self._pool.give if unmap_err is None else self._pool.free)(ahead)
+        if unmap_err is not None:
+            raise DeviceFailure(FailureStage.UNMAP, unmap_err, True, data=out)
+        return out
+
+    def _mapped(self, buf: Any, cell: MapCell, nbytes: int) -> int:
+        """The host address of the resolved map (lock held); DeviceFailure "map" otherwise."""
+        core = self._core
+        core.check_usable(True)
+        faults = core.faults
+        map_fault = faults is not None and faults.hit(FailureStage.MAP)
+        if cell.status != CELL_OK or map_fault:
+            raise DeviceFailure(FailureStage.MAP, "injected map failure" if map_fault else cell.message, True)
+        address = core.backend.read_address(buf, 0, nbytes)
+        if address == 0:
+            raise DeviceFailure(FailureStage.MAP, "the mapped range is not available", True)
+        return address
+
+    def _settle(self, buf: Any, cell: MapCell, deadline: float, ahead: PooledBuffer | None) -> None:
+        """After a failed read: unmap what did map (within the deadline); a copy is freed."""
+        core = self._core
+        try:
+            core.wait(deadline, (cell,), "the readback cleanup")
+        except DeviceFailure:
+            pass
+        with core.lock:
+            if core.closed:
+                return
+            if cell.status == CELL_OK:
+                core.backend.unmap(buf)
+            del core.flags.errors[:]
+            if ahead is not None:
+                self._pool.free(ahead)
+
+    def unmap(self, staging: BufferHandle) -> None:
+        """End the mapping read_mapped() left on ``staging`` (no-op when there is none)."""
+        with self._core.lock:
+            if staging.mapped and staging._ptr is not None and not self._core.closed:
+                self._core.backend.unmap(staging._ptr)
+            staging.mapped = 0
