@@ -11,6 +11,7 @@ import pytest
 
 from wagogpu import Access, ElementType, Status
 from wagogpu.gpu import FaultInjector
+from wagogpu.host.module import build_pipelines
 
 from .conftest import kernel
 from .gpu_support import Guest, f32_bits, gpu_host
@@ -437,7 +438,7 @@ def test_f16_every_pattern():
     mem_pages_needed = (n * 6) // 65536 + 1
     patterns = np.arange(n, dtype=np.uint16)
     h_in, h_out, f_out = g.create(ElementType.F16, n), g.create(ElementType.F16, n), g.create(F32, n)
-    g.inst._exports["memory"].grow(g.inst._store, mem_pages_needed)
+    g.inst.exports["memory"].grow(g.inst.store, mem_pages_needed)
     assert g.set_raw(h_in, patterns.tobytes(), n) == 0
     g.bind(h_in, h_out, f_out)
     assert g.dispatch(1, n) == 0 and g.dispatch(2, n) == 0
@@ -556,7 +557,7 @@ def test_kernel_error_word_publishes_nothing_and_falls_back():
     plan = module.contract.kernels[1]
     module.contract.kernels[1] = dataclasses.replace(plan, wgsl=ERROR_WORD_WGSL, error_word=True)
     module.dispatch_plans.clear()
-    g.host._build_pipelines(module)
+    build_pipelines(g.host.context, module)
     a, b = prepared(g)
     assert g.dispatch(1, 4) == 0  # no error raised: committed
     assert list(g.get_f32(b, 4, guest=64)) == [2, 4, 6, 8]
@@ -580,7 +581,7 @@ def test_scalar_readback_deadline_includes_lock_wait():
     held = threading.Event()
 
     def hold() -> None:
-        with g.host._lock:
+        with g.host.context.lock:
             held.set()
             time.sleep(1.0)
 
