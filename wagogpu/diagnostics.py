@@ -155,12 +155,12 @@ class BufferOperation(TransferCounters):
         """A fresh record for an import being served: the dataclass __init__ with its 36 keyword
         defaults costs several microseconds per import; copying one dict of defaults does not."""
         op = object.__new__(cls)
-        d = op.__dict__
-        d.update(_OPERATION_DEFAULTS)
+        d = _OPERATION_DEFAULTS.copy()
         d["import_name"] = import_name
         d["instance"] = instance
         d["count"] = count
         d["kernel_id"] = kernel_id
+        op.__dict__ = d
         return op
 
 

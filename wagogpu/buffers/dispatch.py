@@ -69,7 +69,7 @@ class Dispatcher:
             readahead=tx.readahead)
         tx.op.hardware_submitted = not dev.info.is_software  # a software adapter is no GPU
         try:
-            result = dev.execute(execute, tx.left())
+            result = dev.execute(execute, max(0.0, tx.deadline - time.perf_counter()))
         except DeviceFailure as exc:
             return self.fail(tx, f"dispatch failed at {exc.stage}: {exc}", exc)
         tx.inst.release(tx.transient)  # the payloads are on the device now
@@ -78,7 +78,8 @@ class Dispatcher:
         if tx.plan.error_word:
             assert d.error_word is not None
             try:
-                kernel_error = int(dev.read(d.error_word[0], d.error_word[1], ERROR_WORD_BYTES, tx.left())[0])
+                kernel_error = int(dev.read(d.error_word[0], d.error_word[1], ERROR_WORD_BYTES,
+                                            max(0.0, tx.deadline - time.perf_counter()))[0])
             except DeviceFailure as exc:
                 return self.fail(tx, f"error word readback failed: {exc}", exc)
         self._completed(tx, result)
@@ -131,7 +132,8 @@ class Dispatcher:
         """Single commit: every written slot switches to what the kernel wrote, together."""
         t0 = time.perf_counter()
         inst = tx.inst
-        tx.reattach()  # stale from here on: the loop below lets them go
+        if tx.held_aside:
+            tx.reattach()  # stale from here on: the loop below lets them go
         for slot, (written, size) in tx.outputs.items():
             buf = tx.bound[slot]
             if slot not in tx.held_aside:  # (written in place: the committed copy already is the output)

