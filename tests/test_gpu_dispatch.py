@@ -548,16 +548,22 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 """
 
 
-def test_kernel_error_word_publishes_nothing_and_falls_back():
-    """A kernel that reports an error (as one that would trap in Wasm does) commits nothing."""
+def error_word_guest(**config) -> Guest:
+    """twice_guest whose kernel 1 reports negative inputs through an error word."""
     import dataclasses
 
-    g = twice_guest()
+    g = twice_guest(**config)
     module = g.inst.module
     plan = module.contract.kernels[1]
     module.contract.kernels[1] = dataclasses.replace(plan, wgsl=ERROR_WORD_WGSL, error_word=True)
     module.dispatch_plans.clear()
     build_pipelines(g.host.context, module)
+    return g
+
+
+def test_kernel_error_word_publishes_nothing_and_falls_back():
+    """A kernel that reports an error (as one that would trap in Wasm does) commits nothing."""
+    g = error_word_guest()
     a, b = prepared(g)
     assert g.dispatch(1, 4) == 0  # no error raised: committed
     assert list(g.get_f32(b, 4, guest=64)) == [2, 4, 6, 8]
@@ -569,6 +575,35 @@ def test_kernel_error_word_publishes_nothing_and_falls_back():
     assert g.set_f32(a, [5, 6, 7, 8]) == 0
     assert g.dispatch(1, 4) == 0  # the error word was reset for the next dispatch
     assert list(g.get_f32(b, 4, guest=64)) == [10, 12, 14, 16]
+    g.host.close()
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["in_time", "after_the_deadline"])
+def test_error_word_readback_failure_takes_the_one_failure_path(late):
+    """The error word's readback fails after the kernel ran: nothing is published, what the
+    dispatch took stays charged as retired, the runtime is quarantined; past the deadline the
+    answer is CANCELLED (as for any failed submission), before it a CPU fallback."""
+    g = error_word_guest(run_timeout=1.0)
+    a, b = prepared(g)
+    dev = g.host.device
+    faulty(g, fail={"map": 1})
+    if late:
+        real = dev.execute
+
+        def slow(plan, timeout):
+            result = real(plan, timeout)
+            time.sleep(timeout + 0.05)  # completed, but the deadline has passed
+            return result
+
+        dev.execute = slow
+    status = g.dispatch(1, 4)
+    assert status == (Status.CANCELLED if late else Status.CPU_FALLBACK)
+    last = g.last
+    assert last.reason_code == ("CANCELLED" if late else "DEVICE_FAILURE") and not last.transfer_counts_complete
+    assert (g.version(b), g.state(b)) == (1, "CPU_CURRENT")  # nothing published
+    snap = g.host.buffer_snapshot()
+    assert (snap.state, snap.totals_complete) == ("FAILED", False)
+    assert snap.instances[0].scratch_bytes >= 16  # the output scratch is kept charged as retired
     g.host.close()
 
 
