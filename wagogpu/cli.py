@@ -22,10 +22,13 @@ import time
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
+    import wasmtime
+
     from .config import BindingConfig, Config
+    from .gpu.adapters import AdapterInfo
     from .diagnostics import BufferOperation
     from .host import Host
 
@@ -45,7 +48,7 @@ class Failure(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors become one `wagogpu: error: ...` line (subcommand parsers inherit this)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
@@ -126,7 +129,8 @@ def _wgpu_problem() -> str:
     return ""
 
 
-def _choice(adapters: list[Any], power_preference: str, allow_software: bool, wgpu_problem: str) -> dict[str, Any]:
+def _choice(adapters: list[AdapterInfo], power_preference: str, allow_software: bool,
+            wgpu_problem: str) -> dict[str, object]:
     from .gpu.adapters import rank_adapters
 
     ranked, why = rank_adapters([(i, a) for i, a in enumerate(adapters)], power_preference, allow_software)
@@ -136,7 +140,7 @@ def _choice(adapters: list[Any], power_preference: str, allow_software: bool, wg
     return {"adapter": None, "name": "", "summary": "", "cpu_only_reason": wgpu_problem or why}
 
 
-def _probe(power_preference: str, allow_software: bool) -> dict[str, Any]:
+def _probe(power_preference: str, allow_software: bool) -> dict[str, object]:
     """Open (and close) the device the plugin would open."""
     from .gpu import GpuDevice
 
@@ -243,7 +247,7 @@ def _trap_text(exc: BaseException) -> str:
     return lines[-1] if lines else type(exc).__name__
 
 
-def _convert_args(compiled: Any, export: str, raw: Sequence[str]) -> list[Any]:
+def _convert_args(compiled: wasmtime.Module, export: str, raw: Sequence[str]) -> list[int | float]:
     """Command-line words as values for the export's parameters (a UsageError names what is wrong)."""
     import wasmtime
 
@@ -260,7 +264,7 @@ def _convert_args(compiled: Any, export: str, raw: Sequence[str]) -> list[Any]:
     params = [str(p) for p in functype.params]
     if len(raw) != len(params):
         raise UsageError(f"{export} takes {len(params)} argument(s) ({' '.join(params) or 'none'}), got {len(raw)}")
-    values: list[Any] = []
+    values: list[int | float] = []
     for i, (text, kind) in enumerate(zip(raw, params)):
         try:
             if kind in ("i32", "i64"):
@@ -278,7 +282,7 @@ def _convert_args(compiled: Any, export: str, raw: Sequence[str]) -> list[Any]:
     return values
 
 
-def _format_result(result: Any) -> str:
+def _format_result(result: object) -> str:
     if result is None:
         return "(no result)"
     if isinstance(result, (tuple, list)):

@@ -131,7 +131,7 @@ ACCESS_NAMES = {"read": Access.READ, "r": Access.READ, "write": Access.WRITE, "w
 KERNEL_JSON_FIELDS = ("id", "name", "export", "cpu_export", "bindings", "relaxed_float", "min_elements")
 
 
-def element_type_from_json(value: Any, where: str) -> int:
+def element_type_from_json(value: object, where: str) -> int:
     """An element type given as its ID or its name (any case)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -144,7 +144,7 @@ def element_type_from_json(value: Any, where: str) -> int:
     raise ConfigError(where, f"unknown element type {value!r} (one of {', '.join(ElementType.__members__)})")
 
 
-def access_from_json(value: Any, where: str) -> int:
+def access_from_json(value: object, where: str) -> int:
     """A binding access given as its number or as read, write or rw (any case)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -153,7 +153,7 @@ def access_from_json(value: Any, where: str) -> int:
     raise ConfigError(where, f"unknown access {value!r} (read, write or rw)")
 
 
-def slot_from_json(value: Any, where: str) -> int:
+def slot_from_json(value: object, where: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().isdigit():
@@ -167,7 +167,7 @@ def kernel_exports(name: str) -> tuple[str, str]:
     return KERNEL_PREFIX + suffix, CPU_PREFIX + suffix
 
 
-def binding_from_json(raw: Any, where: str) -> BindingConfig:
+def binding_from_json(raw: object, where: str) -> BindingConfig:
     """[slot, "F32", "read"] or {"slot": ..., "type": ..., "access": ...}."""
     if isinstance(raw, (list, tuple)) and len(raw) == 3:
         slot, etype, access = raw
@@ -183,7 +183,7 @@ def binding_from_json(raw: Any, where: str) -> BindingConfig:
                          access_from_json(access, f"{where}.access"))
 
 
-def kernel_from_json(raw: Any, where: str) -> KernelConfig:
+def kernel_from_json(raw: object, where: str) -> KernelConfig:
     """A kernel object: id, name (or export and cpu_export), bindings, relaxed_float, min_elements."""
     if not isinstance(raw, dict):
         raise ConfigError(where, "a kernel is an object with id, name (or export) and bindings")
@@ -192,8 +192,8 @@ def kernel_from_json(raw: Any, where: str) -> KernelConfig:
         raise ConfigError(f"{where}.{unknown[0]}", f"unknown kernel field (one of {', '.join(sorted(KERNEL_JSON_FIELDS))})")
     if "id" not in raw:
         raise ConfigError(f"{where}.id", "missing")
-    export: Any
-    cpu_export: Any  # checked by KernelConfig / Config with the field's name
+    export: Any  # JSON values: KernelConfig and Config check them, naming the field
+    cpu_export: Any
     if "name" in raw:
         if "export" in raw or "cpu_export" in raw:
             raise ConfigError(where, "give name or export/cpu_export, not both")
@@ -213,7 +213,7 @@ def kernel_from_json(raw: Any, where: str) -> KernelConfig:
                         relaxed_float=raw.get("relaxed_float", False), min_elements=raw.get("min_elements", 0))
 
 
-def config_from_json(data: Any) -> Config:
+def config_from_json(data: object) -> Config:
     """A Config from parsed JSON: kernels as objects, bindings as [slot, type, access], other Config
     fields as they are. Raises ConfigError naming the field."""
     if not isinstance(data, dict):

@@ -57,9 +57,10 @@ class Dispatcher:
         return self._submit(tx)
 
     def _submit(self, tx: Transaction) -> DispatchResult:
-        dev = self.res.device
+        dev = self.res.live
         d = tx.inst.device
-        uploads = [(u.buf.gpu, u.start * 4, u.words) for u in tx.uploads]
+        assert d.uniform is not None  # set up with the small buffers
+        uploads = [(u.gpu, u.start * 4, u.words) for u in tx.uploads]
         if tx.plan.error_word:
             assert d.error_word is not None
             uploads.append((d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32)))
@@ -123,7 +124,7 @@ class Dispatcher:
             result = self.unwind(tx, DispatchResult(DispatchEnd.REFUSED, Status.CANCELLED))
             self._restore_in_place(tx)
             return result
-        if self.res.device.is_lost():
+        if self.res.live.is_lost():
             return self.fail(tx, "device lost after dispatch")
         self._commit(tx)
         return PUBLISHED
@@ -154,7 +155,7 @@ class Dispatcher:
     def unwind(self, tx: Transaction, result: DispatchResult) -> DispatchResult:
         """Nothing is published and the device is fine: give back what the attempt took."""
         tx.reattach()
-        dev = self.res.device
+        dev = self.res.live
         for u in tx.uploads:
             if isinstance(u.words, UploadStage):
                 dev.unstage(u.words)  # its charge is in transient
@@ -187,8 +188,9 @@ class Dispatcher:
         which copies the parking into the CPU copy instead)."""
         for buf, (staging, _size) in tx.held_aside.values():
             words = view_at(staging.mapped, buf.gpu_bytes).view(np.uint32)
+            assert buf.gpu is not None  # it was written in place
             try:
-                self.res.device.write(buf.gpu, 0, words)
+                self.res.live.write(buf.gpu, 0, words)
             except DeviceFailure as exc:
                 self.res.quarantine(f"restoring an output written in place failed: {exc}")
                 break

@@ -9,9 +9,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from ..abi.kernel import ERROR_WORD_BYTES, PARAMETER_BLOCK_BYTES
+from ..gpu import BufferHandle
 
 if TYPE_CHECKING:  # pragma: no cover
     from .records import Buffer
@@ -20,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
 UNIFORM_BYTES = PARAMETER_BLOCK_BYTES
 MAX_IDLE_OUTPUTS = 8
 
-Scratch = tuple[Any, int]  # (device buffer, its charged bytes)
+Scratch = tuple[BufferHandle, int]  # (device buffer, its charged bytes)
 
 
 class Held(enum.StrEnum):
@@ -34,7 +35,7 @@ class Held(enum.StrEnum):
 class DeviceSide(Protocol):
     """What an instance's buffers need from the residency that owns the device."""
 
-    def release_device_buffer(self, gpu_buf: Any) -> None: ...
+    def release_device_buffer(self, gpu_buf: BufferHandle | None) -> None: ...
 
     def drop_held(self, inst: InstanceBuffers, buf: Buffer, what: Held = Held.ALL) -> None: ...
 
@@ -45,10 +46,10 @@ class DeviceResources:
 
     idle_outputs: list[Scratch] = field(default_factory=list)
     staging: Scratch | None = None
-    uniform: Any = None
+    uniform: BufferHandle | None = None
     uniform_count: int | None = None  # count the uniform holds after the last completed dispatch
     small_in_use: bool = False  # a dispatch is setting up the small buffers: not evictable meanwhile
-    error_word: tuple[Any, Any] | None = None  # (storage, staging) for kernels that report errors
+    error_word: tuple[BufferHandle, BufferHandle] | None = None  # (storage, staging) for kernels that report errors
     retired_bytes: int = 0
     staging_allocations: int = 0
     uniform_allocations: int = 0
@@ -108,8 +109,8 @@ def _evictable(inst: InstanceBuffers) -> Iterator[tuple[int, Callable[[], None]]
         yield d.staging[1], partial(_drop_staging, inst)
     while d.idle_outputs:
         yield d.idle_outputs[-1][1], partial(_drop_idle_output, inst)
-    for buf in [b for b in inst.buffers.values() if b.stage is not None]:
-        yield buf.stage.nbytes, partial(side.drop_held, inst, buf, Held.STAGE)
+    for buf, stage in [(b, b.stage) for b in inst.buffers.values() if b.stage is not None]:
+        yield stage.nbytes, partial(side.drop_held, inst, buf, Held.STAGE)
     for buf, parked in [(b, b.parked) for b in inst.buffers.values() if b.parked is not None]:
         yield parked[1], partial(side.drop_held, inst, buf, Held.PARKED)
 

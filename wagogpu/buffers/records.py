@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import overload
 
 from ..abi import accessor as acc
 from ..abi.table import TYPE_INFO, ElementType
 from ..diagnostics import BufferState
+from ..gpu import BufferHandle, UploadStage
 
 if sys.byteorder != "little":  # pragma: no cover - the accessor module's records are little-endian words
     raise ImportError("wagogpu needs a little-endian host")
@@ -148,7 +149,7 @@ class BufferRecord:
         self.flags = flags & ~(acc.GPU_CURRENT | acc.DIRTY)
 
 
-Parked = tuple[Any, int]  # (mapped readback staging, its charged bytes)
+Parked = tuple[BufferHandle, int]  # (mapped readback staging, its charged bytes)
 
 
 @dataclass(eq=False)
@@ -160,14 +161,14 @@ class Buffer:
     length: int
     record: BufferRecord
     ptr: int
-    gpu: Any = None  # committed device buffer, allocated lazily
+    gpu: BufferHandle | None = None  # committed device buffer, allocated lazily
     # Read-ahead hint: the guest read this buffer's GPU results back, so the next dispatch that
     # writes it asks the device for a mapped copy in the same submission (dropped when unused).
     readahead_hint: bool = False
     readahead_sent: bool = False
     # Prestaged upload (extension): a full set also wrote the words into a device upload stage,
     # so the dispatch that uploads that version copies them on the device. Charged while held.
-    stage: Any = None
+    stage: UploadStage | None = None
     stage_version: int = 0
     stage_hint: bool = False  # the last dispatch uploaded this buffer whole: prestage the next full set
     # Parked readback (extension): the staging still mapped with the words of version

@@ -8,12 +8,12 @@ device copy. The dispatch transaction (transaction.py) runs on top of it.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..abi import accessor as acc
 from ..abi.table import Status
 from ..diagnostics import BufferOperation, TransferCounters
-from ..gpu import DeviceAllocationError, DeviceFailure, UploadStage
+from ..gpu import BufferHandle, DeviceAllocationError, DeviceFailure, UploadStage
 from ..memcopy import copy_bytes, copy_many
 from .budget import RuntimeBudget
 from .convert import words_to_stored
@@ -22,13 +22,16 @@ from .records import Buffer
 from .table import InstanceBuffers
 from .tuning import ResolvedTuning, TransferTuning
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gpu.device import GpuDevice
+
 _OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
 
 
 class Residency:
     """The device, the quarantine latch and the moves of buffer contents for one host."""
 
-    def __init__(self, device: Any, budget: RuntimeBudget, profile_stages: bool,
+    def __init__(self, device: GpuDevice | None, budget: RuntimeBudget, profile_stages: bool,
                  tuning: TransferTuning | None = None):
         self.device = device
         self.budget = budget
@@ -42,6 +45,14 @@ class Residency:
     @property
     def usable(self) -> bool:
         return self.device is not None and not self.quarantined
+
+    @property
+    def live(self) -> GpuDevice:
+        """The device, where the caller established there is one (usable, or holding a buffer)."""
+        device = self.device
+        if device is None:
+            raise RuntimeError("no device: the residency has none to use")
+        return device
 
     def _device_open(self) -> bool:
         return self.device is not None and not self.device.closed
@@ -66,7 +77,7 @@ class Residency:
                     self.drop_held(inst, buf, Held.STAGE)
                 buf.record.mark_quarantined()
 
-    def release_device_buffer(self, gpu_buf: Any) -> None:
+    def release_device_buffer(self, gpu_buf: BufferHandle | None) -> None:
         if self.device is not None and gpu_buf is not None:
             self.device.release(gpu_buf)
 
@@ -106,7 +117,7 @@ class Residency:
         if stage is None and buf.stage_hint and nbytes >= tuning.prestage_min_bytes and buf.stored_bytes == 4 \
                 and self.usable and inst.reserve(nbytes):
             try:
-                stage = self.device.stage(nbytes)
+                stage = self.live.stage(nbytes)
             except (DeviceAllocationError, DeviceFailure):
                 inst.release(nbytes)
         if stage is None:
@@ -129,7 +140,7 @@ class Residency:
         staging, size = parked
         d = inst.device
         if keep and d.staging is None and self._device_open():
-            self.device.unmap(staging)
+            self.live.unmap(staging)
             d.staging = parked
         else:
             self.release_device_buffer(staging)
@@ -187,7 +198,7 @@ class Residency:
         if not inst.reserve(size):
             return Status.LIMIT_EXCEEDED
         try:
-            staging = self.device.create_staging(size)
+            staging = self.live.create_staging(size)
         except DeviceAllocationError:
             inst.release(size)
             return Status.DEVICE_ERROR
@@ -207,17 +218,18 @@ class Residency:
         if status:
             return status
         d = inst.device
-        assert d.staging is not None
+        dev = self.live
+        assert d.staging is not None and buf.gpu is not None
         if op is not None:
-            op.hardware_submitted = not self.device.info.is_software
+            op.hardware_submitted = not dev.info.is_software
         t0 = time.perf_counter()
         # Whole-word types read straight into the (stale, not yet current) CPU copy.
         direct = inst.cpu_bytes(buf).view("<u4") if buf.stored_bytes == 4 and not park else None
         try:
             if park:
-                self.device.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0))
+                dev.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0))
             else:
-                words = self.device.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), out=direct)
+                words = dev.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), out=direct)
         except DeviceFailure as exc:
             return self._readback_failed(inst, buf, exc, deadline, op)
         t1 = time.perf_counter()

@@ -37,6 +37,7 @@ def plan_slots(res: Residency, tx: Transaction) -> Status:
             if status:
                 return status
         else:
+            assert buf.gpu is not None  # _gpu_copy made it current
             tx.storage.append(buf.gpu)
     return _OK
 
@@ -58,18 +59,20 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status:
             res.drop_stage(inst, buf, stage)
             return Status.LIMIT_EXCEEDED
         try:
-            buf.gpu = res.device.create_storage(buf.gpu_bytes)
+            buf.gpu = res.live.create_storage(buf.gpu_bytes)
         except DeviceAllocationError:
             inst.release(buf.gpu_bytes)
             res.drop_stage(inst, buf, stage)
             return Status.DEVICE_ERROR
         inst.gpu_charge += buf.gpu_bytes
+    gpu = buf.gpu
+    assert gpu is not None
     dirty = rec.dirty() if had_gpu else None
     start, end = dirty if dirty else (0, buf.length)
     if stage is not None:
         if start == 0 and end == buf.length and buf.stage_version == rec.version:
             tx.transient += stage.nbytes  # (reserved when the set filled it)
-            tx.uploads.append(Upload(buf, 0, end, stage))  # the stage holds exactly this version's words
+            tx.uploads.append(Upload(buf, gpu, 0, end, stage))  # the stage holds exactly this version's words
             return _OK
         res.drop_stage(inst, buf, stage)
     raw = inst.cpu_bytes(buf)[start * buf.stored_bytes:end * buf.stored_bytes]
@@ -78,7 +81,7 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status:
     if not inst.reserve(words.nbytes):
         return Status.LIMIT_EXCEEDED
     tx.transient += words.nbytes
-    tx.uploads.append(Upload(buf, start, end, words))
+    tx.uploads.append(Upload(buf, gpu, start, end, words))
     return _OK
 
 
@@ -86,19 +89,19 @@ def _written_in_place(res: Residency, tx: Transaction, buf: Buffer, replace: boo
     """The output's current contents are safe on the host (parked): the kernel may write the
     committed copy itself, and no scratch is needed. A failure restores from the parking
     (quarantine copies it in; a late cancellation writes it back)."""
-    return (res.tuning.in_place_outputs and replace and not tx.plan.error_word and buf.gpu is not None
-            and buf.parked is not None and buf.parked_valid() and bool(buf.record.flags & acc.GPU_CURRENT))
+    return (res.tuning.in_place_outputs and replace and not tx.plan.error_word and buf.parked_valid()
+            and bool(buf.record.flags & acc.GPU_CURRENT))
 
 
 def _output(res: Residency, tx: Transaction, slot: int, buf: Buffer, replace: bool) -> Status:
     """What the kernel writes for an output slot: pooled or new scratch, or the committed copy."""
     size = buf.gpu_bytes
-    if buf.parked is not None and _written_in_place(res, tx, buf, replace):
-        assert buf.parked is not None
-        tx.held_aside[slot] = (buf, buf.parked)
+    gpu, parked = buf.gpu, buf.parked
+    if gpu is not None and parked is not None and _written_in_place(res, tx, buf, replace):
+        tx.held_aside[slot] = (buf, parked)
         buf.parked = None  # held aside: no reservation below may evict it
-        tx.outputs[slot] = (buf.gpu, size)
-        tx.storage.append(buf.gpu)
+        tx.outputs[slot] = (gpu, size)
+        tx.storage.append(gpu)
         return _OK
     inst = tx.inst
     scratch = inst.device.take_idle_output(size)
@@ -106,7 +109,7 @@ def _output(res: Residency, tx: Transaction, slot: int, buf: Buffer, replace: bo
         if not inst.reserve(size):
             return Status.LIMIT_EXCEEDED
         try:
-            scratch = (res.device.create_storage(size), size)
+            scratch = (res.live.create_storage(size), size)
         except DeviceAllocationError:
             inst.release(size)
             return Status.DEVICE_ERROR
@@ -115,10 +118,11 @@ def _output(res: Residency, tx: Transaction, slot: int, buf: Buffer, replace: bo
     if buf.readahead_hint and size <= res.tuning.readahead_max_bytes:
         tx.readahead.append(scratch[0])
     if not replace:
+        assert gpu is not None  # _gpu_copy made it current
         if slot in tx.plan.read_before_write:
-            tx.seeds.append((buf.gpu, scratch[0], 0, size))
+            tx.seeds.append((gpu, scratch[0], 0, size))
         elif tx.count < buf.length:
-            tx.seeds.append((buf.gpu, scratch[0], tx.count * 4, size - tx.count * 4))
+            tx.seeds.append((gpu, scratch[0], tx.count * 4, size - tx.count * 4))
     tx.storage.append(scratch[0])
     return _OK
 
@@ -146,7 +150,7 @@ def set_up_small_buffers(res: Residency, tx: Transaction) -> Status:
 def _small_buffers(res: Residency, tx: Transaction) -> Status:
     inst = tx.inst
     d = inst.device
-    dev = res.device
+    dev = res.live
     if d.uniform is None:
         if not inst.reserve(UNIFORM_BYTES):
             return Status.LIMIT_EXCEEDED

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
 from ..abi.table import Status
 from ..diagnostics import BufferOperation, ReasonCode
-from ..gpu import UploadStage
+from ..gpu import BufferHandle, ComputePipeline, UploadStage
 from .eviction import Scratch
 from .records import Buffer, Parked
 from .table import InstanceBuffers
@@ -25,7 +23,7 @@ from .table import InstanceBuffers
 class DispatchPlan:
     """What the transaction needs to know about a kernel (from the compiler's KernelPlan)."""
 
-    pipeline: Any
+    pipeline: ComputePipeline
     used_slots: tuple[int, ...]
     write_slots: frozenset[int]
     read_before_write: frozenset[int]
@@ -54,6 +52,7 @@ class Upload:
     """A range of a buffer's CPU copy (words, or a prestaged UploadStage) bound for its device copy."""
 
     buf: Buffer
+    gpu: BufferHandle  # buf's committed device copy, where the words go
     start: int
     end: int
     words: np.ndarray | UploadStage
@@ -72,10 +71,10 @@ class Transaction:
     transient: int = 0  # bytes reserved only for this submission
     acquired: list[Scratch] = field(default_factory=list)  # scratch taken from the pool or allocated
     uploads: list[Upload] = field(default_factory=list)
-    seeds: list[tuple[Any, Any, int, int]] = field(default_factory=list)  # (src, dst, offset, bytes)
+    seeds: list[tuple[BufferHandle, BufferHandle, int, int]] = field(default_factory=list)  # (src, dst, offset, bytes)
     outputs: dict[int, Scratch] = field(default_factory=dict)  # slot -> what the kernel writes
-    storage: list[Any] = field(default_factory=list)  # binding order
-    readahead: list[Any] = field(default_factory=list)
+    storage: list[BufferHandle] = field(default_factory=list)  # binding order
+    readahead: list[BufferHandle] = field(default_factory=list)
     held_aside: dict[int, tuple[Buffer, Parked]] = field(default_factory=dict)  # outputs written in place
     params: bytes | None = None  # a new parameter block to upload
 

@@ -8,12 +8,15 @@ through device_readahead_max_bytes only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gpu.device import GpuDevice
 
 MIB = 1 << 20
 
 
-def device_readahead_max_bytes(device: Any) -> int:
+def device_readahead_max_bytes(device: GpuDevice) -> int:
     """The largest output the device copies to a mapped read buffer at the end of a dispatch."""
     from ..gpu.device import READAHEAD_MAX_BYTES
 
@@ -70,7 +73,7 @@ class ResolvedTuning:
     readahead_max_bytes: int  # 0: never ask for a read-ahead
 
     @classmethod
-    def resolve(cls, tuning: TransferTuning, device: Any) -> ResolvedTuning:
+    def resolve(cls, tuning: TransferTuning, device: GpuDevice | None) -> ResolvedTuning:
         limit = device_readahead_max_bytes(device) if device is not None else 0
         park = tuning.park_min_bytes if tuning.park_min_bytes is not None else limit + 4
         return cls(tuning.prestage_min_bytes, park, tuning.in_place_outputs, tuning.set_copy_threads,

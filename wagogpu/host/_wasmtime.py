@@ -65,20 +65,23 @@ uintptr_t wasmtime_memory_data(const void *context, const void *memory);  /* uin
 size_t wasmtime_memory_data_size(const void *context, const void *memory);
 """
 
+#: A cffi object, or one of wasmtime-py's private modules and ctypes structs: none of them carries types.
+Raw = Any
+
 # Resolved by _open_fast_path() (module globals: the hot paths read them without attribute lookups).
-_ffi: Any = None
-_lib: Any = None
-_wfunc: Any = None
-_wffi: Any = None
-_NULL: Any = None
-_call_unchecked: Any = None
-_caller_context: Any = None
-_memory_data: Any = None
-_memory_size: Any = None
-_buffer: Any = None
-_from_handle: Any = None
-_trampoline_cb: Any = None
-_finalize_cb: Any = None
+_ffi: Raw = None
+_lib: Raw = None
+_wfunc: Raw = None
+_wffi: Raw = None
+_NULL: Raw = None
+_call_unchecked: Raw = None
+_caller_context: Raw = None
+_memory_data: Raw = None
+_memory_size: Raw = None
+_buffer: Raw = None
+_from_handle: Raw = None
+_trampoline_cb: Raw = None
+_finalize_cb: Raw = None
 # Live host functions, by id of their _HostFunc: what keeps each cffi handle alive until wasmtime's
 # finalizer for that function runs.
 _HOST_FUNCS: dict[int, _HostFunc] = {}
@@ -93,11 +96,11 @@ def _raw_struct(names: list[str]) -> struct.Struct:
     return struct.Struct("<" + "".join(f"{_CODES[n]}{RAW_BYTES - struct.calcsize(_CODES[n])}x" for n in names))
 
 
-def _address(ptr: Any) -> int:
+def _address(ptr: Raw) -> int:
     return ctypes.cast(ptr, ctypes.c_void_p).value or 0
 
 
-def _as_ctypes(ptr: Any, ctype: Any) -> Any:
+def _as_ctypes(ptr: Raw, ctype: Raw) -> Raw:
     return ctypes.cast(int(_ffi.cast("uintptr_t", ptr)), ctypes.POINTER(ctype))
 
 
@@ -145,7 +148,7 @@ class FastCall:
             return None
         return [view[i] for view, i in self._reads]
 
-    def _raise(self, error: Any) -> None:
+    def _raise(self, error: Raw) -> None:
         """A trap or error, raised the way wasmtime-py's Func.__call__ raises it (a Python exception
         raised inside an import comes back as itself)."""
         trap = self._trap[0]
@@ -164,7 +167,7 @@ class FastCaller:
 
     __slots__ = ("_ptr", "_caller")
 
-    def __init__(self, ptr: Any) -> None:
+    def __init__(self, ptr: Raw) -> None:
         self._ptr = ptr
         self._caller: wasmtime.Caller | None = None
 
@@ -174,7 +177,7 @@ class FastCaller:
     def memory(self, name: str) -> GuestMemory | None:
         return find_memory(self._wasmtime(), name, _memory_handle)
 
-    def memory_span(self, handle: Any) -> tuple[int, int]:
+    def memory_span(self, handle: Raw) -> tuple[int, int]:
         """(address, byte length) of the guest memory behind a GuestMemory's handle, valid until it grows."""
         if self._ptr is None:
             raise ValueError("the caller is gone (used after its import returned)")
@@ -194,12 +197,12 @@ class FastCaller:
             self._caller._invalidate()
 
 
-def _memory_handle(memory: wasmtime.Memory) -> Any:
+def _memory_handle(memory: wasmtime.Memory) -> Raw:
     """Where a Memory's wasmtime_memory_t lies (stable for the Memory object's life)."""
     return _ffi.cast("void *", ctypes.addressof(memory._memory))
 
 
-def _store_context(store: Any) -> Any:
+def _store_context(store: wasmtime.Store) -> Raw:
     """A Store's context as a pointer the C calls here take."""
     return _ffi.cast("void *", _address(store._context()))
 
@@ -218,7 +221,7 @@ class _HostFunc:
         self.handle = _ffi.new_handle(self)
 
 
-def _trampoline(env: Any, caller_ptr: Any, slots: Any, n: int) -> Any:
+def _trampoline(env: Raw, caller_ptr: Raw, slots: Raw, n: int) -> Raw:
     caller = None
     try:
         f: _HostFunc = _from_handle(env)
@@ -241,7 +244,7 @@ def _trampoline(env: Any, caller_ptr: Any, slots: Any, n: int) -> Any:
             caller._invalidate()
 
 
-def _finalize(env: Any) -> None:
+def _finalize(env: Raw) -> None:
     try:
         _HOST_FUNCS.pop(id(_from_handle(env)), None)
     except Exception:  # noqa: BLE001 - a Store dropped at interpreter shutdown, module globals gone

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import wasmtime
 
@@ -19,6 +19,7 @@ from ..config import Config, KernelConfig
 from ..diagnostics import BufferOperation, LegacyTiming, ReasonCode, TransferCounters
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..gpu.device import GpuDevice
     from .instance import Instance
     from .module import Module
 
@@ -73,7 +74,7 @@ class RuntimeContext:
         self.limits = BufferLimits(cfg.max_buffers_per_instance, cfg.max_instance_buffer_bytes, cfg.max_elements)
 
     @property
-    def device(self) -> Any:
+    def device(self) -> GpuDevice | None:
         return self.residency.device
 
     def gpu_decision(self, module: Module, kernel: KernelConfig, plan: KernelPlan,

@@ -11,6 +11,9 @@ from ..errors import ModuleError
 WASM_FEATURES = ("wasm_gc", "wasm_function_references", "wasm_memory64", "wasm_multi_memory",
                  "wasm_reference_types", "wasm_bulk_memory", "wasm_multi_value", "wasm_simd")
 
+#: What an instance exports and a linker defines (wasmtime-py's extern kinds).
+Extern = wasmtime.Func | wasmtime.Table | wasmtime.Memory | wasmtime.SharedMemory | wasmtime.Global | wasmtime.Tag
+
 VALTYPES = {
     "i32": wasmtime.ValType.i32, "i64": wasmtime.ValType.i64,
     "f32": wasmtime.ValType.f32, "f64": wasmtime.ValType.f64,

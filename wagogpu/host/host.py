@@ -10,7 +10,7 @@ from __future__ import annotations
 import atexit
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING
 
 import wasmtime
 
@@ -25,6 +25,9 @@ from .instance import Instance, next_id
 from .module import Module, build_module
 from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gpu.device import GpuDevice
+
 _LIVE_HOSTS: weakref.WeakSet[Host] = weakref.WeakSet()
 
 
@@ -35,7 +38,7 @@ def _close_live_hosts() -> None:
         host.close()
 
 
-def open_device(config: Config) -> tuple[Any, str, float]:
+def open_device(config: Config) -> tuple[GpuDevice | None, str, float]:
     """(device or None, why there is none, seconds opening took); GpuRequiredError under require_gpu."""
     reason = ""
     if config.disabled:
@@ -83,7 +86,7 @@ class Host:
 
     # -- what the runtime has ------------------------------------------------------------------
     @property
-    def device(self) -> Any:
+    def device(self) -> GpuDevice | None:
         return self.context.residency.device
 
     @property

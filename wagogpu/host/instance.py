@@ -12,8 +12,9 @@ to the accessor's scalar exports and to the groups' host functions, start functi
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import wasmtime
@@ -26,7 +27,7 @@ from ._wasmtime import export_call, host_func, memory_span
 from .calls import Handlers, ImportScope, guarded
 from .context import RuntimeContext
 from .dispatch import DispatchImport
-from .engine import first_line, functype
+from .engine import Extern, first_line, functype
 from .hooks import AccessorHooks
 from .legacy import LegacyRunner
 from .management import ManagementImports
@@ -53,8 +54,8 @@ class Instance:
         self.id = next_id()
         self.closed = False
         self._store = wasmtime.Store(ctx.engine)
-        self._calls: dict[str, Any] = {}
-        self._exports: Any = {}
+        self._calls: dict[str, Callable[..., Any]] = {}
+        self._exports: Mapping[str, Extern] = {}
         memory = wasmtime.Memory(self._store, wasmtime.MemoryType(wasmtime.Limits(ACCESSOR_PAGES, None)))
         self.buffers = InstanceBuffers(
             self.id, AccessorMemory(partial(memory_span, memory, self._store), partial(memory.grow, self._store)),
@@ -73,11 +74,12 @@ class Instance:
     def _accessor_instance(self, scope: ImportScope, hooks: AccessorHooks, memory: wasmtime.Memory) -> wasmtime.Instance:
         """The accessor module, its hooks served by this instance's groups (in its import order)."""
         fns = {"trap": hooks.trap, **{name: guarded(scope, name, fn) for name, (fn, _) in hooks.handlers().items()}}
-        externs: list[Any] = [host_func(self._store, functype(*acc.HOOK_SIGNATURES[name]), fns[name])
+        externs: list[Extern] = [host_func(self._store, functype(*acc.HOOK_SIGNATURES[name]), fns[name])
                               for name in acc.HOOK_SIGNATURES]
         return wasmtime.Instance(self._store, self.ctx.accessor, [*externs, memory])
 
-    def _linker(self, scope: ImportScope, accessor_exports: Any, handlers: Handlers, legacy: Handlers) -> wasmtime.Linker:
+    def _linker(self, scope: ImportScope, accessor_exports: Mapping[str, Extern], handlers: Handlers,
+                legacy: Handlers) -> wasmtime.Linker:
         store = self._store
         linker = wasmtime.Linker(self.ctx.engine)
         for spec in IMPORTS:
@@ -122,7 +124,7 @@ class Instance:
         return self._store
 
     @property
-    def exports(self) -> Any:
+    def exports(self) -> Mapping[str, Extern]:
         """The guest's exports (wasmtime-py's view), including the host's memory exports."""
         return self._exports
 

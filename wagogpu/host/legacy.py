@@ -98,7 +98,9 @@ class LegacyRunner:
 
     def _run_device(self, data: np.ndarray, passes: int, deadline: float) -> np.ndarray:
         """All passes in place on one device buffer: one upload, passes dispatches, one readback."""
-        dev = self.ctx.residency.device
+        dev = self.ctx.residency.live
+        pipeline = self.module.legacy_pipeline
+        assert pipeline is not None  # checked by _checked
         nbytes = data.nbytes
         owned = []
         try:
@@ -113,7 +115,7 @@ class LegacyRunner:
             stats = self.ctx.log.legacy
             stats.upload = stats.compute = 0.0
             for i in range(passes):
-                plan = ExecutePlan(pipeline=self.module.legacy_pipeline, uniform=uniform,
+                plan = ExecutePlan(pipeline=pipeline, uniform=uniform,
                                    params=params if i == 0 else None, storage=[storage],
                                    uploads=[(storage, 0, data)] if i == 0 else [], seeds=[],
                                    workgroups=groups, separate_stages=self.ctx.config.profile_stages)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
 import wasmtime
 
 from ..buffers import DispatchPlan
 from ..compiler.contract import KernelClass, ModuleContract
 from ..errors import ModuleError
+from ..gpu import ComputePipeline
 from .context import RuntimeContext
 from .engine import first_line, to_wasm
 from .memexports import add_memory_exports, count_defined_memories
@@ -33,7 +32,7 @@ class Module:
     dispatch_plans: dict[int, DispatchPlan] = field(default_factory=dict)
     pipeline_failures: dict[int, str] = field(default_factory=dict)
     pipeline_seconds: dict[int, float] = field(default_factory=dict)
-    legacy_pipeline: Any = None
+    legacy_pipeline: ComputePipeline | None = None
     legacy_reason: str = ""
     closed: bool = False
 
@@ -100,7 +99,7 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
         try:
             read_only = [slot not in plan.write_slots for slot in plan.used_slots] + (
                 [False] if plan.error_word else [])
-            pipeline = ctx.device.pipeline(plan.wgsl, read_only)
+            pipeline = ctx.residency.live.pipeline(plan.wgsl, read_only)
         except Exception as exc:  # PipelineError or a device failure while building
             module.pipeline_failures[kernel.id] = first_line(exc)
             continue
@@ -128,6 +127,6 @@ def _build_legacy(ctx: RuntimeContext, module: Module) -> None:
     # needs none, so its one storage array moves to binding 1 and binding 0 stays unused.
     wgsl = wgsl.replace("@group(0) @binding(0) var<storage", "@group(0) @binding(1) var<storage")
     try:
-        module.legacy_pipeline = ctx.device.pipeline(wgsl, [False])
+        module.legacy_pipeline = ctx.residency.live.pipeline(wgsl, [False])
     except Exception as exc:
         module.legacy_reason = first_line(exc)

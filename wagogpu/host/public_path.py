@@ -58,6 +58,9 @@ class PublicCaller:
     def __init__(self, caller: wasmtime.Caller) -> None:
         self._caller: wasmtime.Caller | None = caller
 
+    def invalidate(self) -> None:
+        self._caller = None
+
     def _live(self) -> wasmtime.Caller:
         if self._caller is None:
             raise ValueError("the caller is gone (used after its import returned)")
@@ -91,7 +94,7 @@ def public_host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Callab
         try:
             return fn(guest, *args)
         finally:
-            guest._caller = None
+            guest.invalidate()
 
     return wasmtime.Func(store, ftype, with_caller, access_caller=True)
 
