@@ -25,7 +25,7 @@ from bench.common import emit, environment
 from bench.work_guest import EXACT, KERNEL_IDS, input_values, reference, wat
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
 from wagogpu.diagnostics import BufferOperation
-from wagogpu.host import GpuRequiredError
+from wagogpu import GpuRequiredError
 
 DEFAULT_SIZES = (1024, 16384, 1_000_000, 10_000_000)
 LADDERS = {"polynomial": (2048, 4096, 8192, 12288, 16384, 32768),

@@ -1,7 +1,11 @@
 """Where the host's time goes per call: Python->Wasm, Wasm->Python imports, resident dispatch,
 a checked 1,024-element round trip and its parts. Medians of many calls, JSONL.
 
-python -m bench.host_overhead [--allow-software-adapter] [--profile-out FILE]
+python -m bench.host_overhead [--allow-software-adapter] [--cpu] [--profile-out FILE]
+
+Read-ahead on and off are two hosts (TransferTuning(readahead=False) for the second), alternated
+in blocks within this one process. --cpu runs with the device disabled: the imports' own cost, the
+dispatch answering 1 and the guest's CPU runner over the accessor's scalar imports.
 """
 from __future__ import annotations
 
@@ -16,8 +20,8 @@ import numpy as np
 from bench.buffer_bench import kernel_configs
 from bench.common import CallTimer, emit, environment
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
-from wagogpu import Config, Host, residency
-from wagogpu.gpu import device as devmod
+from wagogpu import Config, Host
+from wagogpu.buffers import TransferTuning
 
 CALLS = 300
 
@@ -36,9 +40,9 @@ def median_us(fn, calls: int = CALLS) -> float:
 def host_only(inst, k: int, n: int) -> dict[str, float]:
     """The same calls with the device layer stubbed out (execute and read return at once): what the
     Python host costs per call on this CPU, whatever the GPU. Results are not checked here."""
-    from wagogpu.gpu.device import ExecuteResult
+    from wagogpu.gpu import ExecuteResult
 
-    dev = inst.host.device
+    dev = inst.ctx.device
     real = dev.execute, dev.read
 
     def execute(plan, timeout):
@@ -64,7 +68,7 @@ def device_share(inst, k: int, n: int) -> dict[str, float]:
     """Time spent inside the device layer during the guest's calls, against each call's total:
     the host's own share with the real device attached."""
     out: dict[str, float] = {}
-    with CallTimer(device_layer(inst.host.device)) as timer:
+    with CallTimer(device_layer(inst.ctx.device)) as timer:
         for label, fn in (("resident_dispatch", lambda: inst.call("dispatch", k, n)),
                           ("checked_round_trip", lambda: inst.call("sample", k, n))):
             for _ in range(10):
@@ -83,33 +87,23 @@ def device_share(inst, k: int, n: int) -> dict[str, float]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--allow-software-adapter", action="store_true")
-    parser.add_argument("--profile-out")
-    parser.add_argument("--n", type=int, default=1024)
-    args = parser.parse_args(argv)
-    host = Host(Config(kernels=kernel_configs(), allow_software_adapter=args.allow_software_adapter,
-                       require_gpu=not args.allow_software_adapter))
+def guest(host: Host, n: int):
+    """An instance of the work guest with n input values set up in memory and two bound buffers."""
     inst = host.instantiate(host.compile(wat()))
-    n = args.n
     inst.call("grow_to", 12 * n // 65536 + 2)
     x = input_values(n)
     inst.memory_view().view(np.float32)[:n] = x
     assert inst.call("setup", n) == 0
-    k = KERNEL_IDS["twice"]
-    figures: dict[str, float | None] = {
-        "python_to_wasm_call_us": median_us(lambda: inst.call("grow_to", 0)),
-        "set_import_us": median_us(lambda: inst.call("upload", n)),
-        "resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
-    }
-    # Read-ahead on (the default) and off, alternated in blocks within this one process: the
-    # round trip and its parts that need a specific state before each call.
+    return inst, x
+
+
+def round_trip_parts(insts: dict[str, object], k: int, n: int) -> dict[str, float]:
+    """The round trip and its parts that need a specific state before each call, per host (tag),
+    alternated in blocks so that every host sees the same machine state."""
     samples: dict[str, list[float]] = {}
     for block in range(6):
-        readahead = block % 2 == 0
-        residency.READAHEAD_MAX_BYTES = devmod.READAHEAD_MAX_BYTES if readahead else 0
-        tag = "" if readahead else "_no_readahead"
+        tag = list(insts)[block % len(insts)]
+        inst = insts[tag]
         for _ in range(3):  # settle the read-ahead hint for this setting
             inst.call("sample", k, n)
         for _ in range(CALLS // 3):
@@ -125,8 +119,55 @@ def main(argv: list[str] | None = None) -> int:
             for name, dt in (("checked_round_trip", t1 - t0), ("dispatch_after_set", t3 - t2),
                              ("copy_back_gpu_current", t4 - t3)):
                 samples.setdefault(f"{name}{tag}_us", []).append(dt / 1e3)
-    residency.READAHEAD_MAX_BYTES = devmod.READAHEAD_MAX_BYTES
-    figures.update({name: statistics.median(v) for name, v in sorted(samples.items())})
+    return {name: statistics.median(v) for name, v in sorted(samples.items())}
+
+
+def cpu_figures(n: int) -> int:
+    """--cpu: the device disabled; every dispatch answers 1 and the guest runs its CPU export."""
+    host = Host(Config(kernels=kernel_configs(), disabled=True))
+    inst, x = guest(host, n)
+    k = KERNEL_IDS["twice"]
+
+    def cpu_round_trip() -> None:
+        assert inst.call("sample", k, n) == 1
+        inst.call("wago_gpu.cpu.twice", n)
+        inst.call("download", n, 8 * n)
+
+    figures = {"python_to_wasm_call_us": median_us(lambda: inst.call("grow_to", 0)),
+               "set_import_us": median_us(lambda: inst.call("upload", n)),
+               "dispatch_answering_1_us": median_us(lambda: inst.call("dispatch", k, n)),
+               "copy_back_us": median_us(lambda: inst.call("download", n, 8 * n)),
+               "cpu_round_trip_us": median_us(cpu_round_trip, CALLS // 2)}
+    checked = bool(np.array_equal(inst.memory_view().view(np.float32)[2 * n:3 * n], reference("twice", x)))
+    emit({"bench": "host_overhead", "mode": "cpu", "elements": n, "checked": checked, **figures,
+          "adapter": "none (disabled=True)", **environment()})
+    host.close()
+    return 0 if checked else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--allow-software-adapter", action="store_true")
+    parser.add_argument("--cpu", action="store_true", help="device disabled: the CPU path's figures")
+    parser.add_argument("--profile-out")
+    parser.add_argument("--n", type=int, default=1024)
+    args = parser.parse_args(argv)
+    n = args.n
+    if args.cpu:
+        return cpu_figures(n)
+    config = Config(kernels=kernel_configs(), allow_software_adapter=args.allow_software_adapter,
+                    require_gpu=not args.allow_software_adapter)
+    host = Host(config)
+    plain = Host(config, tuning=TransferTuning(readahead=False))
+    inst, x = guest(host, n)
+    inst_plain, _ = guest(plain, n)
+    k = KERNEL_IDS["twice"]
+    figures: dict[str, float | None] = {
+        "python_to_wasm_call_us": median_us(lambda: inst.call("grow_to", 0)),
+        "set_import_us": median_us(lambda: inst.call("upload", n)),
+        "resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
+    }
+    figures.update(round_trip_parts({"": inst, "_no_readahead": inst_plain}, k, n))
     got = inst.memory_view().view(np.float32)[2 * n:3 * n]
     checked = bool(np.array_equal(got, reference("twice", x)))
     if args.profile_out:
@@ -139,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     figures.update(device_share(inst, k, n))
     figures.update(host_only(inst, k, n))
     info = host.device.info
-    emit({"bench": "host_overhead", "elements": n, "checked": checked, **figures,
+    emit({"bench": "host_overhead", "mode": "gpu", "elements": n, "checked": checked, **figures,
           "adapter": f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}", **environment()})
+    plain.close()
     host.close()
     return 0 if checked else 1
 

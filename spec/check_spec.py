@@ -41,7 +41,7 @@ def check_package(ours: dict) -> list[str]:
     from wagogpu.abi import IMPORTS, TYPE_INFO, ElementType, Status, pack_result
     from wagogpu.abi.accessor import accessor_wat
     from wagogpu.abi.table import GC_IMPORTS, SCALAR_IMPORTS
-    from wagogpu.engine import new_engine
+    from wagogpu.host.engine import new_engine
 
     problems = []
     if [(s.value, s.name) for s in Status] != [(s["value"], s["name"]) for s in ours["statuses"]]:

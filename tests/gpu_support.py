@@ -9,17 +9,18 @@ import pytest
 
 from wagogpu import Config, Host
 from wagogpu.abi import unpack_result
+from wagogpu.buffers import TransferTuning
 
 from .guests import abi_module
 
 HARDWARE_REQUIRED = os.environ.get("WAGO_GPU_TEST") == "1"
 
 
-def gpu_host(**overrides) -> Host:
+def gpu_host(tuning: TransferTuning | None = None, **overrides) -> Host:
     """A Host whose GPU path must be live: fails (never skips) when no adapter opens."""
     overrides.setdefault("allow_software_adapter", not HARDWARE_REQUIRED)
     overrides.setdefault("require_gpu", HARDWARE_REQUIRED)
-    host = Host(Config(**overrides))
+    host = Host(Config(**overrides), tuning=tuning)
     if not host.gpu_active:
         host.close()
         pytest.fail(f"no GPU adapter opened: {host.device_reason}")
@@ -63,10 +64,10 @@ class Guest:
         return self.inst.buffers.buffers[handle]
 
     def version(self, handle: int) -> int:
-        return self.inst.buffers.version(self.buf(handle))
+        return self.buf(handle).record.version
 
     def state(self, handle: int) -> str:
-        return self.inst.buffers.state_name(self.buf(handle))
+        return self.buf(handle).state
 
     @property
     def last(self):

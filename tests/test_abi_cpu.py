@@ -11,7 +11,7 @@ import wasmtime
 from wagogpu import Access, ElementType, Status
 from wagogpu.abi import IMPORTS, TYPE_INFO, pack_result, unpack_result
 from wagogpu.abi.f16 import f32_bits_to_half, half_to_f32_bits
-from wagogpu.memexports import uleb128
+from wagogpu.host.memexports import uleb128
 
 from .conftest import kernel
 from .guests import abi_module, copy_kernel, runner_kernel
@@ -117,11 +117,11 @@ def test_max_elements_exactly_allowed(make_host):
 def test_packed_handle_is_not_sign_extended(make_host):
     host = make_host()
     inst = host.instantiate(host.compile(abi_module()))
-    host._budget.next_handle = 0x80000001
+    host.context.budget.next_handle = 0x80000001
     packed = inst.call("createBufferPacked", 8, 1)
     assert packed == pack_result(0, 0x80000001) == 0x80000001
     assert inst.call("freeBuffer", 0x80000001 - (1 << 32)) == Status.OK
-    host._budget.next_handle = 0xFFFFFFFF
+    host.context.budget.next_handle = 0xFFFFFFFF
     assert unpack_result(inst.call("createBufferPacked", 8, 1)) == (0, 0xFFFFFFFF)
     assert unpack_result(inst.call("createBufferPacked", 8, 1)) == (Status.LIMIT_EXCEEDED, 0)
 
@@ -424,17 +424,17 @@ def test_scalar_write_bumps_version_and_keeps_bits(make_host):
     inst = host.instantiate(host.compile(abi_module()))
     _, h = create(inst, F32, 4)
     buf = inst.buffers.buffers[h]
-    assert inst.buffers.version(buf) == 1
+    assert buf.record.version == 1
     inst.call("writebitsF32", h, 1, 0x7FA00001)  # signalling NaN payload
     inst.call("writebitsF32", h, 1, 0x7FA00001)  # identical bits still make a version
-    assert inst.buffers.version(buf) == 3
+    assert buf.record.version == 3
     assert inst.call("readbitsF32", h, 1) == 0x7FA00001
     # The version is 64-bit across two record words: the host's bump and the set path carry.
-    inst.buffers._set_version(buf, 0xFFFFFFFF)
+    buf.record.version = 0xFFFFFFFF
     assert inst.call("setBuffer32", h, 0, 0, 0, 4) == 0
-    assert inst.buffers.version(buf) == 1 << 32
+    assert buf.record.version == 1 << 32
     inst.call("writebitsF32", h, 1, 0)  # the accessor module's own bump continues from there
-    assert inst.buffers.version(buf) == (1 << 32) + 1
+    assert buf.record.version == (1 << 32) + 1
 
 
 def test_closing_instance_traps_12_and_host_close_is_idempotent(make_host):
@@ -445,7 +445,7 @@ def test_closing_instance_traps_12_and_host_close_is_idempotent(make_host):
     with pytest.raises(wasmtime.Trap) as e:
         inst.call("readbitsF32", h, 0)
     assert trap_status(e) == Status.INVALID_STATE
-    assert unpack_result(inst._exports["createBufferPacked"](inst._store, 8, 1)) == (Status.INVALID_STATE, 0)
+    assert unpack_result(inst.exports["createBufferPacked"](inst.store, 8, 1)) == (Status.INVALID_STATE, 0)
     assert host.buffer_snapshot().last.status == Status.INVALID_STATE
     inst.close()
     with pytest.raises(KeyError, match="closed"):

@@ -104,7 +104,7 @@ def test_cpu_only_reason_is_visible():
 
 
 def test_link_failure_is_a_module_error():
-    from wagogpu.engine import ModuleError
+    from wagogpu import ModuleError
 
     with Host(Config(kernels=[kernel()], disabled=True)) as host:
         module = host.compile('(module (import "env" "f" (func)))')

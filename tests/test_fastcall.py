@@ -1,4 +1,4 @@
-"""The Python <-> Wasm crossing (wagogpu.fastcall): values of every numeric kind both ways, traps,
+"""The Python <-> Wasm crossing (wagogpu.host._wasmtime, on whichever path it chose): values of every numeric kind both ways, traps,
 exceptions raised in host functions, and the caller handle's lifetime."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 import wasmtime
 
-from wagogpu.fastcall import FastCall, host_func, memory_address
+from wagogpu.host._wasmtime import export_call, host_func
 
 WAT = """(module
   (import "h" "mix" (func $mix (param i32 i64 f32 f64) (result i64 f64)))
@@ -41,9 +41,9 @@ def guest():
         raise KeyError(f"host failure {x}")
 
     def span(caller):
-        memory = caller.get("memory")
+        memory = caller.memory("memory")
         seen["caller"] = caller
-        seen["base"], size = caller.memory_span(memory_address(memory))
+        seen["base"], size = caller.memory_span(memory.handle)
         return size
 
     funcs = [host_func(store, wasmtime.FuncType(types("i32", "i64", "f32", "f64"), types("i64", "f64")), mix),
@@ -52,7 +52,7 @@ def guest():
     instance = wasmtime.Instance(store, wasmtime.Module(store.engine, WAT), funcs)
     exports = instance.exports(store)
     seen["store"], seen["memory"] = store, exports["memory"]
-    yield (lambda name: FastCall(exports[name], store)), seen
+    yield (lambda name: export_call(exports[name], store)), seen
 
 
 def test_every_numeric_kind_crosses_both_ways(guest) -> None:

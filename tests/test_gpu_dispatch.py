@@ -11,6 +11,7 @@ import pytest
 
 from wagogpu import Access, ElementType, Status
 from wagogpu.gpu import FaultInjector
+from wagogpu.host.module import build_pipelines
 
 from .conftest import kernel
 from .gpu_support import Guest, f32_bits, gpu_host
@@ -437,7 +438,7 @@ def test_f16_every_pattern():
     mem_pages_needed = (n * 6) // 65536 + 1
     patterns = np.arange(n, dtype=np.uint16)
     h_in, h_out, f_out = g.create(ElementType.F16, n), g.create(ElementType.F16, n), g.create(F32, n)
-    g.inst._exports["memory"].grow(g.inst._store, mem_pages_needed)
+    g.inst.exports["memory"].grow(g.inst.store, mem_pages_needed)
     assert g.set_raw(h_in, patterns.tobytes(), n) == 0
     g.bind(h_in, h_out, f_out)
     assert g.dispatch(1, n) == 0 and g.dispatch(2, n) == 0
@@ -547,16 +548,22 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 """
 
 
-def test_kernel_error_word_publishes_nothing_and_falls_back():
-    """A kernel that reports an error (as one that would trap in Wasm does) commits nothing."""
+def error_word_guest(**config) -> Guest:
+    """twice_guest whose kernel 1 reports negative inputs through an error word."""
     import dataclasses
 
-    g = twice_guest()
+    g = twice_guest(**config)
     module = g.inst.module
     plan = module.contract.kernels[1]
     module.contract.kernels[1] = dataclasses.replace(plan, wgsl=ERROR_WORD_WGSL, error_word=True)
     module.dispatch_plans.clear()
-    g.host._build_pipelines(module)
+    build_pipelines(g.host.context, module)
+    return g
+
+
+def test_kernel_error_word_publishes_nothing_and_falls_back():
+    """A kernel that reports an error (as one that would trap in Wasm does) commits nothing."""
+    g = error_word_guest()
     a, b = prepared(g)
     assert g.dispatch(1, 4) == 0  # no error raised: committed
     assert list(g.get_f32(b, 4, guest=64)) == [2, 4, 6, 8]
@@ -571,6 +578,35 @@ def test_kernel_error_word_publishes_nothing_and_falls_back():
     g.host.close()
 
 
+@pytest.mark.parametrize("late", [False, True], ids=["in_time", "after_the_deadline"])
+def test_error_word_readback_failure_takes_the_one_failure_path(late):
+    """The error word's readback fails after the kernel ran: nothing is published, what the
+    dispatch took stays charged as retired, the runtime is quarantined; past the deadline the
+    answer is CANCELLED (as for any failed submission), before it a CPU fallback."""
+    g = error_word_guest(run_timeout=1.0)
+    a, b = prepared(g)
+    dev = g.host.device
+    faulty(g, fail={"map": 1})
+    if late:
+        real = dev.execute
+
+        def slow(plan, timeout):
+            result = real(plan, timeout)
+            time.sleep(timeout + 0.05)  # completed, but the deadline has passed
+            return result
+
+        dev.execute = slow
+    status = g.dispatch(1, 4)
+    assert status == (Status.CANCELLED if late else Status.CPU_FALLBACK)
+    last = g.last
+    assert last.reason_code == ("CANCELLED" if late else "DEVICE_FAILURE") and not last.transfer_counts_complete
+    assert (g.version(b), g.state(b)) == (1, "CPU_CURRENT")  # nothing published
+    snap = g.host.buffer_snapshot()
+    assert (snap.state, snap.totals_complete) == ("FAILED", False)
+    assert snap.instances[0].scratch_bytes >= 16  # the output scratch is kept charged as retired
+    g.host.close()
+
+
 def test_scalar_readback_deadline_includes_lock_wait():
     g = twice_guest(run_timeout=0.5)  # the reference used 20 ms / 100 ms; a cold software device needs more
     a, b = prepared(g)
@@ -580,7 +616,7 @@ def test_scalar_readback_deadline_includes_lock_wait():
     held = threading.Event()
 
     def hold() -> None:
-        with g.host._lock:
+        with g.host.context.lock:
             held.set()
             time.sleep(1.0)
 

@@ -9,7 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from wagogpu import ElementType, Status, residency
+from wagogpu import ElementType, Status
+from wagogpu.buffers import TransferTuning
 from wagogpu.gpu import FaultInjector
 
 from .conftest import kernel
@@ -21,15 +22,14 @@ N = 2048
 TWICE = "(f32.mul $x (f32.const 2))"
 
 
-@pytest.fixture
-def small_thresholds(monkeypatch):
-    monkeypatch.setattr(residency, "PRESTAGE_MIN_BYTES", 4096)
-    monkeypatch.setattr(residency, "PARK_MIN_BYTES", 4096)
-    monkeypatch.setattr(residency, "READAHEAD_MAX_BYTES", 0)
+#: The large-transfer paths from 4 KiB (so that small buffers take them), read-ahead off.
+SMALL = TransferTuning(prestage_min_bytes=4096, park_min_bytes=4096, readahead=False)
+#: The plain paths only.
+PLAIN = TransferTuning(prestage_min_bytes=1 << 62, park_min_bytes=1 << 62, readahead=False)
 
 
-def guest() -> Guest:
-    g = Guest(gpu_host(kernels=[kernel(1, "double")]), kernels=runner_kernel("double", 0, 1, TWICE))
+def guest(tuning: TransferTuning = SMALL) -> Guest:
+    g = Guest(gpu_host(kernels=[kernel(1, "double")], tuning=tuning), kernels=runner_kernel("double", 0, 1, TWICE))
     return g
 
 
@@ -57,7 +57,7 @@ def fresh_rounds(g: Guest, a: int, b: int, rounds: int = 4) -> list[tuple]:
     return seen
 
 
-def test_fresh_rounds_match_the_plain_paths_counter_for_counter(small_thresholds, monkeypatch) -> None:
+def test_fresh_rounds_match_the_plain_paths_counter_for_counter() -> None:
     g = guest()
     a, b = prepared(g)
     dev = g.host.device
@@ -66,9 +66,7 @@ def test_fresh_rounds_match_the_plain_paths_counter_for_counter(small_thresholds
     assert g.state(b) == "BOTH_CURRENT"
     fast_totals = g.host.buffer_snapshot().totals
     g.host.close()
-    monkeypatch.setattr(residency, "PRESTAGE_MIN_BYTES", 1 << 62)
-    monkeypatch.setattr(residency, "PARK_MIN_BYTES", 1 << 62)
-    g = guest()
+    g = guest(PLAIN)
     a, b = prepared(g)
     plain = fresh_rounds(g, a, b)
     assert fast == plain and fast[1] == (1, 4 * N, 4 * N, 0, 1, 4 * N, 4 * N)
@@ -77,7 +75,7 @@ def test_fresh_rounds_match_the_plain_paths_counter_for_counter(small_thresholds
     g.host.close()
 
 
-def test_a_prestaged_set_is_uploaded_from_its_stage(small_thresholds) -> None:
+def test_a_prestaged_set_is_uploaded_from_its_stage() -> None:
     g = guest()
     a, b = prepared(g)
     assert g.set_f32(a, values(0)) == 0 and g.buf(a).stage is None  # no hint yet
@@ -93,7 +91,7 @@ def test_a_prestaged_set_is_uploaded_from_its_stage(small_thresholds) -> None:
     g.host.close()
 
 
-def test_a_write_after_the_set_retires_the_stage(small_thresholds) -> None:
+def test_a_write_after_the_set_retires_the_stage() -> None:
     g = guest()
     a, b = prepared(g)
     fresh_rounds(g, a, b, rounds=1)
@@ -117,7 +115,7 @@ def test_a_write_after_the_set_retires_the_stage(small_thresholds) -> None:
     g.host.close()
 
 
-def test_a_parked_readback_serves_later_reads_without_another_download(small_thresholds) -> None:
+def test_a_parked_readback_serves_later_reads_without_another_download() -> None:
     g = guest()
     a, b = prepared(g)
     fresh_rounds(g, a, b, rounds=1)
@@ -137,7 +135,7 @@ def test_a_parked_readback_serves_later_reads_without_another_download(small_thr
     g.host.close()
 
 
-def test_parked_then_written_or_partly_set(small_thresholds) -> None:
+def test_parked_then_written_or_partly_set() -> None:
     g = guest()
     a, b = prepared(g)
     fresh_rounds(g, a, b, rounds=1)
@@ -154,7 +152,7 @@ def test_parked_then_written_or_partly_set(small_thresholds) -> None:
     g.host.close()
 
 
-def test_quarantine_keeps_parked_contents(small_thresholds) -> None:
+def test_quarantine_keeps_parked_contents() -> None:
     g = guest()
     a, b = prepared(g)
     fresh_rounds(g, a, b, rounds=2)
@@ -170,17 +168,17 @@ def test_quarantine_keeps_parked_contents(small_thresholds) -> None:
     g.host.close()
 
 
-def test_quarantine_before_the_dispatch_keeps_the_parked_version(small_thresholds) -> None:
+def test_quarantine_before_the_dispatch_keeps_the_parked_version() -> None:
     g = guest()
     a, b = prepared(g)
     fresh_rounds(g, a, b, rounds=1)
-    g.host._residency.quarantine("test")
+    g.host.context.residency.quarantine("test")
     assert g.state(b) == "CPU_CURRENT"
     assert np.array_equal(g.get_f32(b, N), 2 * values(0))
     g.host.close()
 
 
-def test_free_and_close_release_what_is_held(small_thresholds) -> None:
+def test_free_and_close_release_what_is_held() -> None:
     g = guest()
     before = g.inst.buffers.reserved
     a, b = prepared(g)
@@ -195,7 +193,7 @@ def test_free_and_close_release_what_is_held(small_thresholds) -> None:
     g.host.close()
 
 
-def test_eviction_frees_only_what_is_needed_in_order(small_thresholds) -> None:
+def test_eviction_frees_only_what_is_needed_in_order() -> None:
     g = guest()
     a, b = prepared(g)
     fresh_rounds(g, a, b, rounds=2)
@@ -218,15 +216,12 @@ def test_eviction_frees_only_what_is_needed_in_order(small_thresholds) -> None:
     g.host.close()
 
 
-def test_a_dispatch_never_evicts_the_parameter_block_it_is_setting_up(monkeypatch) -> None:
+def test_a_dispatch_never_evicts_the_parameter_block_it_is_setting_up() -> None:
     """Found by the random-sequence test under a tight budget: the parameter payload's reservation
     evicted the uniform just created for it, and the dispatch then trapped on a freed uniform. The
     readback staging must go instead. Budget: 24N words' worth + 24 bytes, so the new scratch and
     the uniform fit and the 16-byte payload does not."""
-    monkeypatch.setattr(residency, "PARK_MIN_BYTES", 1 << 62)
-    monkeypatch.setattr(residency, "PRESTAGE_MIN_BYTES", 1 << 62)
-    monkeypatch.setattr(residency, "READAHEAD_MAX_BYTES", 0)
-    g = Guest(gpu_host(kernels=[kernel(1, "double")], max_instance_buffer_bytes=24 * N + 24),
+    g = Guest(gpu_host(kernels=[kernel(1, "double")], max_instance_buffer_bytes=24 * N + 24, tuning=PLAIN),
               kernels=runner_kernel("double", 0, 1, TWICE))
     a, b = prepared(g)
     ib, d = g.inst.buffers, g.inst.buffers.device
@@ -240,10 +235,11 @@ def test_a_dispatch_never_evicts_the_parameter_block_it_is_setting_up(monkeypatc
     g.host.close()
 
 
-def test_an_output_written_in_place_is_restored_when_the_dispatch_is_cancelled_late(small_thresholds) -> None:
+def test_an_output_written_in_place_is_restored_when_the_dispatch_is_cancelled_late() -> None:
     """b's contents are parked, so the kernel writes b's committed copy itself; a deadline that
     passes after completion publishes nothing, and b's GPU copy gets its old words back."""
-    g = Guest(gpu_host(kernels=[kernel(1, "double")], run_timeout=0.5), kernels=runner_kernel("double", 0, 1, TWICE))
+    g = Guest(gpu_host(kernels=[kernel(1, "double")], run_timeout=0.5, tuning=SMALL),
+              kernels=runner_kernel("double", 0, 1, TWICE))
     a, b = prepared(g)
     fresh_rounds(g, a, b, rounds=2)  # b holds 2 * values(1), parked
     old_gpu = g.buf(b).gpu

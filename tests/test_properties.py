@@ -56,7 +56,7 @@ def test_set_and_copy_match_model(session, etype, length, offset, count, guest, 
         mem[:] = rng.integers(0, 256, mem.size, dtype=np.uint8)
         before_mem = mem.copy()
         buf = inst.buffers.buffers[h]
-        version = inst.buffers.version(buf)
+        version = buf.record.version
         name = "setBuffer32" if is_set else "copyBuffer32"
         status = inst.call(name, h, offset, 0, guest - (1 << 32) if guest >= 1 << 31 else guest, count)
         nbytes = count * width
@@ -71,11 +71,11 @@ def test_set_and_copy_match_model(session, etype, length, offset, count, guest, 
         if want == Status.OK and count:
             if is_set:
                 model[offset * width:offset * width + nbytes] = before_mem[guest:guest + nbytes]
-                assert inst.buffers.version(buf) == version + 1
+                assert buf.record.version == version + 1
             else:
                 before_mem[guest:guest + nbytes] = model[offset * width:offset * width + nbytes]
         else:
-            assert inst.buffers.version(buf) == version
+            assert buf.record.version == version
         assert np.array_equal(cpu, model)
         assert np.array_equal(inst.memory_view(), before_mem)
     finally:

@@ -9,14 +9,13 @@ stage, parked readbacks), so they evict more often, and every eviction drops the
 else may."""
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wagogpu import ElementType, residency
+from wagogpu import ElementType
+from wagogpu.buffers import TransferTuning
 
 from .conftest import kernel
 from .gpu_support import Guest, gpu_host
@@ -26,28 +25,16 @@ N = 1024  # 4 KiB of f32: at the lowered thresholds below every path applies
 TIGHT_BUDGET = 7 * 4 * N + 64  # two buffers' CPU and GPU copies and three more buffers' worth
 F32 = ElementType.F32
 TWICE = "(f32.mul $x (f32.const 2))"
-FAST = {"PRESTAGE_MIN_BYTES": 4096, "PARK_MIN_BYTES": 4096, "READAHEAD_MAX_BYTES": 1 << 20}
-PLAIN = {"PRESTAGE_MIN_BYTES": 1 << 62, "PARK_MIN_BYTES": 1 << 62, "READAHEAD_MAX_BYTES": 0}
-
-
-@contextlib.contextmanager
-def switches(values: dict[str, int]):
-    saved = {k: getattr(residency, k) for k in values}
-    for k, v in values.items():
-        setattr(residency, k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(residency, k, v)
+FAST = TransferTuning(prestage_min_bytes=4096, park_min_bytes=4096)
+PLAIN = TransferTuning(prestage_min_bytes=1 << 62, park_min_bytes=1 << 62, readahead=False)
 
 
 @pytest.fixture(scope="module", params=[None, TIGHT_BUDGET], ids=["budget_default", "budget_tight"])
 def pair(request):
     guests = []
     budget = {"max_instance_buffer_bytes": request.param} if request.param else {}
-    for _ in range(2):
-        host = gpu_host(kernels=[kernel(1, "double")], **budget)
+    for tuning in (FAST, PLAIN):
+        host = gpu_host(kernels=[kernel(1, "double")], tuning=tuning, **budget)
         guests.append(Guest(host, kernels=runner_kernel("double", 0, 1, TWICE)))
     yield guests
     for g in guests:
@@ -140,10 +127,8 @@ def test_fast_and_plain_paths_agree(pair, sequence) -> None:
     model = [np.zeros(N, np.float32), np.zeros(N, np.float32)]
     try:
         for op in sequence:
-            with switches(FAST):
-                got = apply(fast, handles[0], op)
-            with switches(PLAIN):
-                want = apply(plain, handles[1], op)
+            got = apply(fast, handles[0], op)
+            want = apply(plain, handles[1], op)
             assert got == want, op
             model_apply(model, op, got)
             for which in (0, 1):
@@ -152,7 +137,7 @@ def test_fast_and_plain_paths_agree(pair, sequence) -> None:
         after = [g.host.buffer_snapshot().totals for g in pair]
         fast_delta = {k: v - getattr(before[0], k) for k, v in vars(after[0]).items()}
         plain_delta = {k: v - getattr(before[1], k) for k, v in vars(after[1]).items()}
-        if fast.inst.buffers.max_bytes == TIGHT_BUDGET:
+        if fast.inst.buffers.limits.max_bytes == TIGHT_BUDGET:
             for k in ("parameter_upload_bytes", "parameter_upload_count"):
                 del fast_delta[k], plain_delta[k]
         assert fast_delta == plain_delta

@@ -22,13 +22,17 @@ import time
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    import wasmtime
+
+    from .config import BindingConfig, Config
+    from .gpu.adapters import AdapterInfo
+    from .diagnostics import BufferOperation
+    from .host import Host
 
 PROG = "wagogpu"
-KERNEL_PREFIX = "wago_gpu.kernel."
-CPU_PREFIX = "wago_gpu.cpu."
-ACCESS_NAMES = {"read": "READ", "r": "READ", "write": "WRITE", "w": "WRITE", "rw": "READ_WRITE",
-                "read_write": "READ_WRITE", "readwrite": "READ_WRITE"}
 KEY_LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size", "max-compute-workgroups-per-dimension",
               "max-compute-invocations-per-workgroup")
 
@@ -44,12 +48,12 @@ class Failure(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors become one `wagogpu: error: ...` line (subcommand parsers inherit this)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
 def _one_line(text: str) -> str:
-    from .engine import first_line
+    from .host.engine import first_line
 
     return first_line(Exception(text)) if "\n" in text else text.strip()
 
@@ -65,7 +69,8 @@ def _load_module(path: str) -> bytes:
     """Binary Wasm from a .wasm or .wat file, validated with the host's engine settings."""
     import wasmtime
 
-    from .engine import ModuleError, first_line, new_engine, to_wasm
+    from .errors import ModuleError
+    from .host.engine import first_line, new_engine, to_wasm
 
     try:
         wasm = to_wasm(_read(path))
@@ -78,128 +83,24 @@ def _load_module(path: str) -> bytes:
     return wasm
 
 
-# -- parsing kernel descriptions ---------------------------------------------------------------------
-def _element_type(value: Any, where: str) -> int:
-    from .abi.table import ElementType
-
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        name = value.strip().upper()
-        if name in ElementType.__members__:
-            return ElementType[name]
-        if name.isdigit():
-            return int(name)
-    names = ", ".join(ElementType.__members__)
-    raise UsageError(f"{where}: unknown element type {value!r} (one of {names})")
-
-
-def _access(value: Any, where: str) -> int:
-    from .abi.table import Access
-
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        name = ACCESS_NAMES.get(value.strip().lower())
-        if name:
-            return Access[name]
-    raise UsageError(f"{where}: unknown access {value!r} (read, write or rw)")
-
-
-def _slot(value: Any, where: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    raise UsageError(f"{where}: slot must be a non-negative integer, got {value!r}")
-
-
-def parse_binding(spec: str) -> Any:
+# -- kernel descriptions ------------------------------------------------------------------------------
+def parse_binding(spec: str) -> BindingConfig:
     """SLOT:TYPE:ACCESS, e.g. 0:F32:read or 1:f32:rw, as a BindingConfig (argparse type)."""
-    from .config import BindingConfig
+    from .config import BindingConfig, access_from_json, element_type_from_json, slot_from_json
 
     parts = spec.split(":")
     if len(parts) != 3:
         raise argparse.ArgumentTypeError(f"{spec!r} is not SLOT:TYPE:ACCESS (e.g. 0:F32:read)")
     try:
-        return BindingConfig(_slot(parts[0], spec), _element_type(parts[1], spec), _access(parts[2], spec))
-    except (UsageError, ValueError) as exc:
+        return BindingConfig(slot_from_json(parts[0], spec), element_type_from_json(parts[1], spec),
+                             access_from_json(parts[2], spec))
+    except ValueError as exc:  # ConfigError names the binding
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _exports(name: str) -> tuple[str, str]:
-    suffix = name[len(KERNEL_PREFIX):] if name.startswith(KERNEL_PREFIX) else name
-    return KERNEL_PREFIX + suffix, CPU_PREFIX + suffix
+def _load_config(path: str) -> Config:
+    from .config import config_from_json
 
-
-def _binding_from_json(raw: Any, where: str) -> Any:
-    from .config import BindingConfig
-
-    if isinstance(raw, (list, tuple)) and len(raw) == 3:
-        slot, etype, access = raw
-    elif isinstance(raw, dict):
-        unknown = set(raw) - {"slot", "type", "access"}
-        if unknown or len(raw) != 3:
-            raise UsageError(f"{where}: a binding object has exactly slot, type and access"
-                             + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else ""))
-        slot, etype, access = raw["slot"], raw["type"], raw["access"]
-    else:
-        raise UsageError(f"{where}: a binding is [slot, \"F32\", \"read\"] or {{\"slot\", \"type\", \"access\"}}")
-    return BindingConfig(_slot(slot, f"{where}.slot"), _element_type(etype, f"{where}.type"),
-                         _access(access, f"{where}.access"))
-
-
-def _kernel_from_json(raw: Any, where: str) -> Any:
-    from .config import KernelConfig
-
-    if not isinstance(raw, dict):
-        raise UsageError(f"{where}: a kernel is an object with id, name (or export) and bindings")
-    allowed = {"id", "name", "export", "cpu_export", "bindings", "relaxed_float", "min_elements"}
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise UsageError(f"{where}.{unknown[0]}: unknown kernel field (one of {', '.join(sorted(allowed))})")
-    if "id" not in raw:
-        raise UsageError(f"{where}.id: missing")
-    if "name" in raw:
-        if "export" in raw or "cpu_export" in raw:
-            raise UsageError(f"{where}: give name or export/cpu_export, not both")
-        if not isinstance(raw["name"], str):
-            raise UsageError(f"{where}.name: expected a string")
-        export, cpu_export = _exports(raw["name"])
-    elif "export" in raw:
-        export = raw["export"]
-        cpu_export = raw.get("cpu_export", _exports(export)[1] if isinstance(export, str) else None)
-    else:
-        raise UsageError(f"{where}: missing name (or export)")
-    bindings = raw.get("bindings", [])
-    if not isinstance(bindings, list):
-        raise UsageError(f"{where}.bindings: expected a list")
-    return KernelConfig(raw["id"], export, cpu_export,
-                        [_binding_from_json(b, f"{where}.bindings[{i}]") for i, b in enumerate(bindings)],
-                        relaxed_float=raw.get("relaxed_float", False), min_elements=raw.get("min_elements", 0))
-
-
-def config_from_json(data: Any) -> Any:
-    """A Config from parsed JSON: kernels as objects, bindings as [slot, type, access], other Config fields as is.
-
-    Raises UsageError or wagogpu.config.ConfigError (a ValueError naming the field).
-    """
-    from .config import CONFIG_FIELDS, Config, ConfigError
-
-    if not isinstance(data, dict):
-        raise UsageError("the config must be a JSON object")
-    unknown = sorted(set(data) - set(CONFIG_FIELDS))
-    if unknown:
-        raise ConfigError(unknown[0], "unknown Config field")
-    fields = dict(data)
-    kernels = fields.get("kernels", [])
-    if not isinstance(kernels, list):
-        raise ConfigError("kernels", "expected a list of kernel objects")
-    fields["kernels"] = [_kernel_from_json(k, f"kernels[{i}]") for i, k in enumerate(kernels)]
-    return Config(**fields)
-
-
-def _load_config(path: str) -> Any:
     text = _read(path)
     try:
         data = json.loads(text)
@@ -207,7 +108,7 @@ def _load_config(path: str) -> Any:
         raise UsageError(f"{path}: invalid JSON: {exc}") from exc
     try:
         return config_from_json(data)
-    except (UsageError, ValueError, TypeError) as exc:  # ConfigError is a ValueError naming the field
+    except (ValueError, TypeError) as exc:  # ConfigError is a ValueError naming the field
         raise UsageError(f"{path}: {exc}") from exc
 
 
@@ -220,14 +121,16 @@ def _version(dist: str) -> str:
 
 
 def _wgpu_problem() -> str:
+    """Why the GPU stack cannot load here ("" when it can): GpuDevice loads wgpu and its native library."""
     try:
-        import wgpu  # noqa: F401
+        from .gpu import GpuDevice  # noqa: F401
     except Exception as exc:  # a missing wheel or native library
         return f"wgpu failed to load: {_one_line(str(exc)) or type(exc).__name__}"
     return ""
 
 
-def _choice(adapters: list[Any], power_preference: str, allow_software: bool, wgpu_problem: str) -> dict[str, Any]:
+def _choice(adapters: list[AdapterInfo], power_preference: str, allow_software: bool,
+            wgpu_problem: str) -> dict[str, object]:
     from .gpu.adapters import rank_adapters
 
     ranked, why = rank_adapters([(i, a) for i, a in enumerate(adapters)], power_preference, allow_software)
@@ -237,7 +140,7 @@ def _choice(adapters: list[Any], power_preference: str, allow_software: bool, wg
     return {"adapter": None, "name": "", "summary": "", "cpu_only_reason": wgpu_problem or why}
 
 
-def _probe(power_preference: str, allow_software: bool) -> dict[str, Any]:
+def _probe(power_preference: str, allow_software: bool) -> dict[str, object]:
     """Open (and close) the device the plugin would open."""
     from .gpu import GpuDevice
 
@@ -311,7 +214,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 # -- compile ----------------------------------------------------------------------------------------
 def cmd_compile(args: argparse.Namespace) -> int:
     from . import CompileError, compile_buffer_wgsl, compile_wgsl
-    from .config import KernelConfig
+    from .config import KernelConfig, kernel_exports
 
     if args.legacy and (args.kernel or args.binding):
         raise UsageError("--legacy takes no --kernel or --binding")
@@ -324,8 +227,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if args.legacy:
             wgsl = compile_wgsl(wasm, args.legacy)
         else:
-            export, cpu_export = _exports(args.kernel)
-            wgsl = compile_buffer_wgsl(wasm, KernelConfig(args.id, export, cpu_export, args.binding,
+            export, cpu_export = kernel_exports(args.kernel)
+            wgsl = compile_buffer_wgsl(wasm, KernelConfig(args.id, export, cpu_export, tuple(args.binding),
                                                           relaxed_float=args.relaxed_float))
     except CompileError as exc:
         print(f"CompileError {exc.kind.name}: {_one_line(exc.message)}", file=sys.stderr)
@@ -344,7 +247,7 @@ def _trap_text(exc: BaseException) -> str:
     return lines[-1] if lines else type(exc).__name__
 
 
-def _convert_args(compiled: Any, export: str, raw: Sequence[str]) -> list[Any]:
+def _convert_args(compiled: wasmtime.Module, export: str, raw: Sequence[str]) -> list[int | float]:
     """Command-line words as values for the export's parameters (a UsageError names what is wrong)."""
     import wasmtime
 
@@ -361,7 +264,7 @@ def _convert_args(compiled: Any, export: str, raw: Sequence[str]) -> list[Any]:
     params = [str(p) for p in functype.params]
     if len(raw) != len(params):
         raise UsageError(f"{export} takes {len(params)} argument(s) ({' '.join(params) or 'none'}), got {len(raw)}")
-    values: list[Any] = []
+    values: list[int | float] = []
     for i, (text, kind) in enumerate(zip(raw, params)):
         try:
             if kind in ("i32", "i64"):
@@ -379,7 +282,7 @@ def _convert_args(compiled: Any, export: str, raw: Sequence[str]) -> list[Any]:
     return values
 
 
-def _format_result(result: Any) -> str:
+def _format_result(result: object) -> str:
     if result is None:
         return "(no result)"
     if isinstance(result, (tuple, list)):
@@ -389,7 +292,7 @@ def _format_result(result: Any) -> str:
     return str(result)
 
 
-def _last_line(last: Any) -> str:
+def _last_line(last: BufferOperation) -> str:
     if not last.import_name:
         return "last operation: none"
     text = f"last operation: {last.import_name}"
@@ -401,7 +304,7 @@ def _last_line(last: Any) -> str:
     return text + f", {last.total * 1e3:.3f} ms"
 
 
-def _device_line(host: Any) -> str:
+def _device_line(host: Host) -> str:
     snap = host.buffer_snapshot()
     if snap.device:
         return f"device: {snap.device} ({snap.state})"
@@ -411,8 +314,9 @@ def _device_line(host: Any) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     import wasmtime
 
-    from .engine import ModuleError, first_line, new_engine
-    from .host import GpuRequiredError, Host
+    from .errors import GpuRequiredError, ModuleError
+    from .host import Host
+    from .host.engine import first_line, new_engine
 
     config = _load_config(args.config)
     changes = {}
@@ -466,7 +370,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 # -- demo -------------------------------------------------------------------------------------------
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import report_lines, run_demo
-    from .host import GpuRequiredError
+    from .errors import GpuRequiredError
 
     if args.cpu and args.require_gpu:
         raise UsageError("--require-gpu cannot be combined with --cpu")

@@ -1,4 +1,4 @@
-"""Host configuration records and their validation (abi.md §7.1-7.2).
+"""Host configuration records, their validation (abi.md §7.1-7.2) and their JSON form.
 
 KernelConfig and BindingConfig only record what the user wrote, so that compile_buffer_wgsl can
 report a bad kernel as CompileError(INVALID_CONTRACT). Config validates everything at construction
@@ -6,14 +6,19 @@ and raises ConfigError (a ValueError) naming the field.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
+from typing import Any
 
+from .abi.table import Access, ElementType
 from .abi.kernel import (CPU_PREFIX, KERNEL_PREFIX, MAX_EXPORT_NAME_BYTES, BindingConfig, KernelConfig,
                          kernel_contract_problem)
 from .errors import ConfigError
 
 __all__ = ["Config", "KernelConfig", "BindingConfig", "ConfigError", "CONFIG_FIELDS", "LIMITS",
-           "KERNEL_PREFIX", "CPU_PREFIX", "MAX_EXPORT_NAME_BYTES", "kernel_contract_problem"]
+           "KERNEL_PREFIX", "CPU_PREFIX", "MAX_EXPORT_NAME_BYTES", "kernel_contract_problem", "config_from_json",
+           "kernel_from_json", "binding_from_json", "kernel_exports"]
 
 
 MIB = 1 << 20
@@ -35,7 +40,7 @@ POWER_PREFERENCES = ("high-performance", "low-power")
 class Config:
     """One per Host; copied and immutable. A 0 limit selects its default, as in the reference."""
 
-    kernels: tuple[KernelConfig, ...] = ()
+    kernels: Sequence[KernelConfig] = ()  # kept as a tuple
     kernel_export: str = ""
     relaxed_float: bool = False
     disabled: bool = False
@@ -105,13 +110,120 @@ class Config:
                 names.add(name)
             if not 0 <= k.min_elements <= self.max_elements:
                 raise ConfigError(f"kernels[{i}].min_elements", "must be between 0 and max_elements")
-        object.__setattr__(self, "_by_id", {k.id: k for k in self.kernels})
+
+    @cached_property
+    def _by_id(self) -> dict[int, KernelConfig]:
+        return {k.id: k for k in self.kernels}
 
     def kernel(self, kernel_id: int) -> KernelConfig | None:
         return self._by_id.get(kernel_id)
 
-    def with_changes(self, **changes) -> "Config":
+    def with_changes(self, **changes: Any) -> Config:
         return replace(self, **changes)
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(Config))
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+ACCESS_NAMES = {"read": Access.READ, "r": Access.READ, "write": Access.WRITE, "w": Access.WRITE,
+                "rw": Access.READ_WRITE, "read_write": Access.READ_WRITE, "readwrite": Access.READ_WRITE}
+KERNEL_JSON_FIELDS = ("id", "name", "export", "cpu_export", "bindings", "relaxed_float", "min_elements")
+
+
+def element_type_from_json(value: object, where: str) -> int:
+    """An element type given as its ID or its name (any case)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        name = value.strip().upper()
+        if name in ElementType.__members__:
+            return ElementType[name]
+        if name.isdigit():
+            return int(name)
+    raise ConfigError(where, f"unknown element type {value!r} (one of {', '.join(ElementType.__members__)})")
+
+
+def access_from_json(value: object, where: str) -> int:
+    """A binding access given as its number or as read, write or rw (any case)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ACCESS_NAMES:
+        return ACCESS_NAMES[value.strip().lower()]
+    raise ConfigError(where, f"unknown access {value!r} (read, write or rw)")
+
+
+def slot_from_json(value: object, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    raise ConfigError(where, f"slot must be a non-negative integer, got {value!r}")
+
+
+def kernel_exports(name: str) -> tuple[str, str]:
+    """(kernel export, CPU export) of a kernel named "double" or "wago_gpu.kernel.double"."""
+    suffix = name[len(KERNEL_PREFIX):] if name.startswith(KERNEL_PREFIX) else name
+    return KERNEL_PREFIX + suffix, CPU_PREFIX + suffix
+
+
+def binding_from_json(raw: object, where: str) -> BindingConfig:
+    """[slot, "F32", "read"] or {"slot": ..., "type": ..., "access": ...}."""
+    if isinstance(raw, (list, tuple)) and len(raw) == 3:
+        slot, etype, access = raw
+    elif isinstance(raw, dict):
+        unknown = set(raw) - {"slot", "type", "access"}
+        if unknown or len(raw) != 3:
+            raise ConfigError(where, "a binding object has exactly slot, type and access"
+                              + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else ""))
+        slot, etype, access = raw["slot"], raw["type"], raw["access"]
+    else:
+        raise ConfigError(where, "a binding is [slot, \"F32\", \"read\"] or {\"slot\", \"type\", \"access\"}")
+    return BindingConfig(slot_from_json(slot, f"{where}.slot"), element_type_from_json(etype, f"{where}.type"),
+                         access_from_json(access, f"{where}.access"))
+
+
+def kernel_from_json(raw: object, where: str) -> KernelConfig:
+    """A kernel object: id, name (or export and cpu_export), bindings, relaxed_float, min_elements."""
+    if not isinstance(raw, dict):
+        raise ConfigError(where, "a kernel is an object with id, name (or export) and bindings")
+    unknown = sorted(set(raw) - set(KERNEL_JSON_FIELDS))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}", f"unknown kernel field (one of {', '.join(sorted(KERNEL_JSON_FIELDS))})")
+    if "id" not in raw:
+        raise ConfigError(f"{where}.id", "missing")
+    export: Any  # JSON values: KernelConfig and Config check them, naming the field
+    cpu_export: Any
+    if "name" in raw:
+        if "export" in raw or "cpu_export" in raw:
+            raise ConfigError(where, "give name or export/cpu_export, not both")
+        if not isinstance(raw["name"], str):
+            raise ConfigError(f"{where}.name", "expected a string")
+        export, cpu_export = kernel_exports(raw["name"])
+    elif "export" in raw:
+        export = raw["export"]
+        cpu_export = raw.get("cpu_export", kernel_exports(export)[1] if isinstance(export, str) else None)
+    else:
+        raise ConfigError(where, "missing name (or export)")
+    bindings = raw.get("bindings", [])
+    if not isinstance(bindings, list):
+        raise ConfigError(f"{where}.bindings", "expected a list")
+    return KernelConfig(raw["id"], export, cpu_export,
+                        tuple(binding_from_json(b, f"{where}.bindings[{i}]") for i, b in enumerate(bindings)),
+                        relaxed_float=raw.get("relaxed_float", False), min_elements=raw.get("min_elements", 0))
+
+
+def config_from_json(data: object) -> Config:
+    """A Config from parsed JSON: kernels as objects, bindings as [slot, type, access], other Config
+    fields as they are. Raises ConfigError naming the field."""
+    if not isinstance(data, dict):
+        raise ConfigError("config", "the config must be a JSON object")
+    unknown = sorted(set(data) - set(CONFIG_FIELDS))
+    if unknown:
+        raise ConfigError(unknown[0], "unknown Config field")
+    given = dict(data)
+    kernels = given.get("kernels", [])
+    if not isinstance(kernels, list):
+        raise ConfigError("kernels", "expected a list of kernel objects")
+    given["kernels"] = [kernel_from_json(k, f"kernels[{i}]") for i, k in enumerate(kernels)]
+    return Config(**given)

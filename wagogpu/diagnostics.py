@@ -1,8 +1,92 @@
-"""Snapshot records (abi.md §8). Plain dataclasses, copied out under the host lock."""
+"""Snapshot records (abi.md §8) and the closed sets of names they carry.
+
+A leaf every layer may import: the buffer layer fills BufferOperation, the host copies the records
+out under its lock. Every closed set is a StrEnum whose values are the names abi.md §8 prints, so
+a snapshot compares equal to (and serialises as) the same strings as before.
+"""
 from __future__ import annotations
 
+import enum
 from dataclasses import MISSING, dataclass, field, fields
 from operator import attrgetter
+
+
+class Outcome(enum.StrEnum):
+    """How a non-scalar import ended (abi.md §8.3); NONE only in a record no import has filled."""
+
+    NONE = ""
+    OK = "OK"
+    GPU = "GPU"
+    CPU_FALLBACK_READY = "CPU_FALLBACK_READY"
+    NOOP = "NOOP"
+    ERROR = "ERROR"
+
+
+class ReasonCode(enum.StrEnum):
+    """Why a dispatch did not run on the GPU, or which failure decided an error status."""
+
+    NONE = "NONE"
+    DISABLED = "DISABLED"
+    NO_DEVICE = "NO_DEVICE"
+    FLOAT_MODE = "FLOAT_MODE"
+    BELOW_THRESHOLD = "BELOW_THRESHOLD"
+    UNSUPPORTED_KERNEL = "UNSUPPORTED_KERNEL"
+    PIPELINE_FAILURE = "PIPELINE_FAILURE"
+    KERNEL_TRAP = "KERNEL_TRAP"
+    LOOP_BUDGET = "LOOP_BUDGET"
+    INDEX_RANGE = "INDEX_RANGE"
+    DEVICE_FAILURE = "DEVICE_FAILURE"
+    CONTRACT_ERROR = "CONTRACT_ERROR"
+    CONTRACT_UNVERIFIED = "CONTRACT_UNVERIFIED"
+    RESOURCE_LIMIT = "RESOURCE_LIMIT"
+    CANCELLED = "CANCELLED"
+    CONTENTS_LOST = "CONTENTS_LOST"
+
+
+class RuntimeState(enum.StrEnum):
+    """BufferSnapshot.state; later members take precedence when several hold (abi.md §8.2)."""
+
+    UNAVAILABLE = "UNAVAILABLE"
+    READY = "READY"
+    FAILED = "FAILED"
+    DISABLED = "DISABLED"
+    STOPPED = "STOPPED"
+
+
+class DeviceState(enum.StrEnum):
+    UNAVAILABLE = "UNAVAILABLE"
+    USABLE = "USABLE"
+    QUARANTINED = "QUARANTINED"
+
+
+class KernelState(enum.StrEnum):
+    """KernelDiagnostic.state: what the host made of one configured kernel of one module."""
+
+    UNVERIFIED_CONTRACT = "UNVERIFIED_CONTRACT"
+    INVALID_CONTRACT = "INVALID_CONTRACT"
+    PIPELINE_READY = "PIPELINE_READY"
+    PIPELINE_FAILED = "PIPELINE_FAILED"
+    CPU_ONLY = "CPU_ONLY"
+
+
+class BufferState(enum.StrEnum):
+    """Where a buffer's current contents are (abi.md §4.1)."""
+
+    CPU_CURRENT = "CPU_CURRENT"
+    GPU_CURRENT = "GPU_CURRENT"
+    BOTH_CURRENT = "BOTH_CURRENT"
+    CONTENTS_LOST = "CONTENTS_LOST"
+
+
+class Stage(enum.StrEnum):
+    """The profiled stages of an import (BufferOperation's duration fields of the same names)."""
+
+    UPLOAD = "upload"
+    DEVICE_COPY = "device_copy"
+    COMPUTE = "compute"
+    DOWNLOAD = "download"
+    CONVERSION = "conversion"
+    COMMIT = "commit"
 
 
 @dataclass
@@ -36,7 +120,7 @@ class TransferCounters:
 
 COUNTER_NAMES = tuple(f.name for f in fields(TransferCounters))
 _counter_values = attrgetter(*COUNTER_NAMES)
-STAGES = ("upload", "device_copy", "compute", "download", "conversion", "commit")
+STAGE_FIELDS = tuple(str(s) for s in Stage)  # BufferOperation fields zeroed when a profile is invalid
 
 
 @dataclass
@@ -49,8 +133,8 @@ class BufferOperation(TransferCounters):
     import_name: str = ""
     status: int = 0
     count: int = 0
-    outcome: str = ""
-    reason_code: str = "NONE"
+    outcome: Outcome = Outcome.NONE
+    reason_code: ReasonCode = ReasonCode.NONE
     reason: str = ""
     hardware_submitted: bool = False
     transfer_counts_complete: bool = True
@@ -71,12 +155,12 @@ class BufferOperation(TransferCounters):
         """A fresh record for an import being served: the dataclass __init__ with its 36 keyword
         defaults costs several microseconds per import; copying one dict of defaults does not."""
         op = object.__new__(cls)
-        d = op.__dict__
-        d.update(_OPERATION_DEFAULTS)
+        d = _OPERATION_DEFAULTS.copy()
         d["import_name"] = import_name
         d["instance"] = instance
         d["count"] = count
         d["kernel_id"] = kernel_id
+        op.__dict__ = d
         return op
 
 
@@ -88,7 +172,7 @@ assert MISSING not in _OPERATION_DEFAULTS.values(), "every BufferOperation field
 class KernelDiagnostic:
     module: int
     kernel_id: int
-    state: str  # UNVERIFIED_CONTRACT, INVALID_CONTRACT, PIPELINE_READY, PIPELINE_FAILED, CPU_ONLY
+    state: KernelState
     reason: str = ""
     contract_verified: bool = False
     translate: float = 0.0
@@ -115,8 +199,8 @@ class InstanceDiagnostic:
 
 @dataclass
 class BufferSnapshot:
-    state: str
-    device_state: str
+    state: RuntimeState
+    device_state: DeviceState
     reason: str
     last: BufferOperation
     totals: TransferCounters

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from examples.common import base_parser, check_flags, device_line, explain, status_name
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
-from wagogpu.host import GpuRequiredError
+from wagogpu import GpuRequiredError
 
 GUEST_DIR = Path(__file__).resolve().parent.parent / "guests"
 GUESTS = {"zig": ("Zig", "double.wasm"), "c": ("C", "double_c.wasm")}

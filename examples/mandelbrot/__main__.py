@@ -24,7 +24,7 @@ import numpy as np
 
 from examples.common import base_parser, check_flags, device_line, explain, status_name
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
-from wagogpu.host import GpuRequiredError
+from wagogpu import GpuRequiredError
 
 GUEST = Path(__file__).resolve().parent.parent / "guests" / "mandelbrot.wasm"
 F32, U32 = ElementType.F32, ElementType.U32

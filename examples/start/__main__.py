@@ -11,7 +11,7 @@ from pathlib import Path
 
 from examples.common import base_parser, check_flags, device_line, explain
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
-from wagogpu.host import GpuRequiredError
+from wagogpu import GpuRequiredError
 
 WAT = Path(__file__).with_name("start.wat")
 EXPECTED = (3.0, 5.0, 7.0, 9.0)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from examples.common import base_parser, check_flags, device_line, record_reason, status_name
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
-from wagogpu.host import GpuRequiredError
+from wagogpu import GpuRequiredError
 
 HERE = Path(__file__).parent
 KINDS = ("f16", "memory64", "gc")

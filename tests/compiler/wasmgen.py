@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass, field
 
 from wagogpu.abi.table import ABI_MODULE, IMPORTS, IMPORTS_BY_NAME
-from wagogpu.memexports import uleb128
+from wagogpu.host.memexports import uleb128
 
 HEADER = b"\x00asm\x01\x00\x00\x00"
 I32, I64, F32, F64, ANYREF = 0x7F, 0x7E, 0x7D, 0x7C, 0x6E

@@ -11,7 +11,10 @@ Layout of the accessor memory (all little-endian):
   [32]    u32 slots[8]     bound handle per slot, 0 = empty
   [64]    hash[128]        (u32 handle, u32 record) open addressing on handle & 127, 0 = empty
   [1088]  records[64]      32 bytes each, see RECORD_DTYPE
-  [4096]  heap             buffer bytes, placed by buffers.HeapAllocator
+  [4096]  heap             buffer bytes, placed by the buffer layer's heap allocator
+
+RECORD_DTYPE is the one description of a record: the generated Wasm takes its field offsets from
+it, and the buffer layer's typed record view (wagogpu.buffers.records) its word positions.
 """
 from __future__ import annotations
 
@@ -42,7 +45,26 @@ RECORD_DTYPE = np.dtype([
     ("version", "<u8"), ("dirty_start", "<u4"), ("dirty_end", "<u4"),
 ])
 assert RECORD_DTYPE.itemsize == RECORD_BYTES
+#: Byte offset of each record field within its record.
+_RECORD_FIELDS = RECORD_DTYPE.fields
+assert _RECORD_FIELDS is not None
+RECORD_OFFSETS: dict[str, int] = {name: int(_RECORD_FIELDS[name][1]) for name in _RECORD_FIELDS}
 HASH_DTYPE = np.dtype([("handle", "<u4"), ("record", "<u4")])
+
+#: Module name of what the accessor imports: its memory (made by the host first, so that the
+#: buffer table exists before any hook can be called), then host functions with these signatures
+#: (params, results), in this order before the memory:
+#: trap(status) never returns; acquire(handle) -> status makes a buffer CPU-current; gc_begin(import
+#: position, handle, offset, kind, mutable, array offset, array length, count) -> (status, address)
+#: checks a GC transfer, gc_end(import position, handle, offset, count) -> status records it.
+HOOK_MODULE = "wagogpu"
+HOOK_SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "trap": (("i32",), ()),
+    "acquire": (("i32",), ("i32",)),
+    "gc_begin": (("i32",) * 8, ("i32", "i32")),
+    "gc_end": (("i32",) * 4, ("i32",)),
+}
+GC_PROCEED = -1  # gc_begin's status meaning "checks passed, move the elements"
 
 # GC array storage kinds, as classified by the adapter and passed to gc_begin.
 GC_NULL = 0
@@ -155,6 +177,11 @@ _F16_HELPERS = """
 """
 
 
+_TYPE, _LENGTH, _PTR, _FLAGS, _VERSION, _DIRTY_START, _DIRTY_END = (
+    RECORD_OFFSETS[name] for name in ("type", "length", "ptr", "flags", "version", "dirty_start", "dirty_end"))
+assert _TYPE == 0  # the type check loads the record's first word
+
+
 def _trap(status: Status) -> str:
     return f"(call $trap (i32.const {int(status)})) (unreachable)"
 
@@ -178,33 +205,33 @@ def _checked_address(type_id: int, size_log2: int) -> str:
     (local.set $r (i32.add (i32.const {RECORDS_OFFSET})
       (i32.shl (i32.load offset={HASH_OFFSET + 4} (i32.shl (local.get $i) (i32.const 3))) (i32.const 5))))
     (if (i32.ne (i32.load (local.get $r)) (i32.const {type_id})) (then {_trap(Status.TYPE_MISMATCH)}))
-    (if (i32.ge_u (local.get $idx) (i32.load offset=4 (local.get $r))) (then {_trap(Status.INVALID_RANGE)}))
-    (if (i32.ne (i32.and (i32.load offset=12 (local.get $r)) (i32.const {CPU_CURRENT | LOST})) (i32.const {CPU_CURRENT}))
+    (if (i32.ge_u (local.get $idx) (i32.load offset={_LENGTH} (local.get $r))) (then {_trap(Status.INVALID_RANGE)}))
+    (if (i32.ne (i32.and (i32.load offset={_FLAGS} (local.get $r)) (i32.const {CPU_CURRENT | LOST})) (i32.const {CPU_CURRENT}))
       (then
         (local.set $k (call $acquire (local.get $h)))
         (if (local.get $k) (then (call $trap (local.get $k)) (unreachable)))))
-    (local.set $a (i32.add (i32.load offset=8 (local.get $r)) (i32.shl (local.get $idx) (i32.const {size_log2}))))"""
+    (local.set $a (i32.add (i32.load offset={_PTR} (local.get $r)) (i32.shl (local.get $idx) (i32.const {size_log2}))))"""
 
 
 _LOCALS = "(local $i i32) (local $k i32) (local $r i32) (local $a i32) (local $f i32)"
 
 # After a store: version += 1 and the GPU copy becomes stale, widening the dirty interval (§4.5).
 _MARK_WRITTEN = f"""
-    (i64.store offset=16 (local.get $r) (i64.add (i64.load offset=16 (local.get $r)) (i64.const 1)))
-    (local.set $f (i32.load offset=12 (local.get $r)))
+    (i64.store offset={_VERSION} (local.get $r) (i64.add (i64.load offset={_VERSION} (local.get $r)) (i64.const 1)))
+    (local.set $f (i32.load offset={_FLAGS} (local.get $r)))
     (if (i32.and (local.get $f) (i32.const {GPU_CURRENT}))
       (then
-        (i32.store offset=12 (local.get $r)
+        (i32.store offset={_FLAGS} (local.get $r)
           (i32.or (i32.and (local.get $f) (i32.const {~GPU_CURRENT & 0xFFFFFFFF})) (i32.const {DIRTY})))
-        (i32.store offset=24 (local.get $r) (local.get $idx))
-        (i32.store offset=28 (local.get $r) (i32.add (local.get $idx) (i32.const 1))))
+        (i32.store offset={_DIRTY_START} (local.get $r) (local.get $idx))
+        (i32.store offset={_DIRTY_END} (local.get $r) (i32.add (local.get $idx) (i32.const 1))))
       (else
         (if (i32.and (local.get $f) (i32.const {DIRTY}))
           (then
-            (if (i32.lt_u (local.get $idx) (i32.load offset=24 (local.get $r)))
-              (then (i32.store offset=24 (local.get $r) (local.get $idx))))
-            (if (i32.ge_u (local.get $idx) (i32.load offset=28 (local.get $r)))
-              (then (i32.store offset=28 (local.get $r) (i32.add (local.get $idx) (i32.const 1)))))))))"""
+            (if (i32.lt_u (local.get $idx) (i32.load offset={_DIRTY_START} (local.get $r)))
+              (then (i32.store offset={_DIRTY_START} (local.get $r) (local.get $idx))))
+            (if (i32.ge_u (local.get $idx) (i32.load offset={_DIRTY_END} (local.get $r)))
+              (then (i32.store offset={_DIRTY_END} (local.get $r) (i32.add (local.get $idx) (i32.const 1)))))))))"""
 
 
 def _scalar_functions() -> str:
@@ -285,21 +312,27 @@ def _gc_functions() -> str:
                     (local.get $aoff) (local.get $len) (local.get $n))
     (local.set $addr)
     (local.set $st)
-    (if (i32.ne (local.get $st) (i32.const -1)) (then (return (local.get $st))))
+    (if (i32.ne (local.get $st) (i32.const {GC_PROCEED})) (then (return (local.get $st))))
     {"".join(moves)}
     (call $gc_end (i32.const {opcode}) (local.get $h) (local.get $off) (local.get $n)))""")
     return "".join(out)
+
+
+def _hook_imports() -> str:
+    rows = []
+    for name, (params, results) in HOOK_SIGNATURES.items():
+        p = f" (param {' '.join(params)})" if params else ""
+        r = f" (result {' '.join(results)})" if results else ""
+        rows.append(f'  (import "{HOOK_MODULE}" "{name}" (func ${name}{p}{r}))')
+    return "\n".join(rows)
 
 
 def accessor_wat() -> str:
     """The accessor module's WAT text; compiled once per Host."""
     return f"""(module
 {_gc_types()}
-  (import "wagogpu" "trap" (func $trap (param i32)))
-  (import "wagogpu" "acquire" (func $acquire (param i32) (result i32)))
-  (import "wagogpu" "gc_begin" (func $gc_begin (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32 i32)))
-  (import "wagogpu" "gc_end" (func $gc_end (param i32 i32 i32 i32) (result i32)))
-  (memory (export "memory") 1)
+{_hook_imports()}
+  (import "{HOOK_MODULE}" "memory" (memory 1))
   (func (export "getBuffer") (param $s i32) (result i32) (local $h i32)
     (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(Status.INVALID_STATE)}))
     (if (i32.ge_u (local.get $s) (i32.const {SLOT_COUNT})) (then {_trap(Status.INVALID_BINDING)}))

@@ -1,4 +1,9 @@
-"""The wago_gpu_v1 import table, loaded once from abi_v1.json (the single source of truth)."""
+"""The wago_gpu_v1 import table, loaded once from abi_v1.json (the single source of truth).
+
+The closed sets (ElementType, Status, LegacyStatus) are declared as classes so that type checkers
+and readers see their members, and checked against the JSON at import: a table that disagrees
+stops the import rather than letting two definitions drift.
+"""
 from __future__ import annotations
 
 import enum
@@ -14,11 +19,61 @@ SLOT_COUNT: int = _TABLE["slots_per_instance"]
 LEGACY_MAX_PASSES: int = _TABLE["legacy"]["max_passes"]
 SCALAR_TRAP_FORMAT: str = _TABLE["scalar_trap_format"]
 
-ElementType = enum.IntEnum("ElementType", {e["name"]: e["id"] for e in _TABLE["element_types"]})
-ElementType.__doc__ = "Buffer element type IDs as they travel on the wire (u32)."
-Status = enum.IntEnum("Status", {s["name"]: s["value"] for s in _TABLE["statuses"]})
-Status.__doc__ = "wago_gpu_v1 status codes returned (or trapped with) by the imports."
-LegacyStatus = enum.IntEnum("LegacyStatus", {s["name"]: s["value"] for s in _TABLE["legacy"]["statuses"]})
+
+
+class ElementType(enum.IntEnum):
+    """Buffer element type IDs as they travel on the wire (u32)."""
+
+    I8 = 1
+    U8 = 2
+    I16 = 3
+    U16 = 4
+    I32 = 5
+    U32 = 6
+    F16 = 7
+    F32 = 8
+    I64 = 9
+    U64 = 10
+    F64 = 11
+
+
+class Status(enum.IntEnum):
+    """wago_gpu_v1 status codes returned (or trapped with) by the imports."""
+
+    OK = 0
+    CPU_FALLBACK = 1
+    INVALID_HANDLE = 2
+    INVALID_RANGE = 3
+    TYPE_MISMATCH = 4
+    INVALID_BINDING = 5
+    LIMIT_EXCEEDED = 6
+    DEVICE_ERROR = 7
+    CONTENTS_LOST = 8
+    CANCELLED = 9
+    INVALID_KERNEL = 10
+    UNSUPPORTED_STORAGE = 11
+    INVALID_STATE = 12
+
+
+class LegacyStatus(enum.IntEnum):
+    """Statuses of the legacy wago_gpu.run / run_batch imports."""
+
+    SUCCESS = 0
+    FALLBACK = 1
+    INVALID_RANGE = 2
+    INVALID_BATCH = 3
+
+
+def _check_members(cls: type[enum.IntEnum], rows: list[dict[str, object]], key: str) -> None:
+    declared = {m.name: int(m) for m in cls}
+    listed = {str(r["name"]): r[key] for r in rows}
+    if declared != listed:
+        raise ImportError(f"abi_v1.json and {cls.__name__} disagree: {listed} against {declared}")
+
+
+_check_members(ElementType, _TABLE["element_types"], "id")
+_check_members(Status, _TABLE["statuses"], "value")
+_check_members(LegacyStatus, _TABLE["legacy"]["statuses"], "value")
 
 
 class Access(enum.IntEnum):

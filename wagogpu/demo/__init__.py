@@ -37,7 +37,7 @@ def guest(name: str) -> bytes:
 def kernel(kernel_id: int, min_elements: int = 0) -> KernelConfig:
     name = STEPS[kernel_id][0]
     return KernelConfig(kernel_id, f"wago_gpu.kernel.{name}", f"wago_gpu.cpu.{name}",
-                        [BindingConfig(0, ElementType.F32, Access.READ), BindingConfig(1, ElementType.F32, Access.WRITE)],
+                        (BindingConfig(0, ElementType.F32, Access.READ), BindingConfig(1, ElementType.F32, Access.WRITE)),
                         relaxed_float=True, min_elements=min_elements)
 
 
@@ -223,11 +223,11 @@ def _floats(values: tuple[float, ...]) -> str:
 
 def run_demo(cpu: bool = False, require_gpu: bool = False, allow_software_adapter: bool = False,
              power_preference: str = "high-performance") -> DemoReport:
-    """Run every demo job; raises wagogpu.host.GpuRequiredError when require_gpu finds no hardware GPU."""
-    settings = dict(disabled=cpu, require_gpu=require_gpu, allow_software_adapter=allow_software_adapter,
-                    power_preference=power_preference)
-    kernels = [kernel(1), kernel(2)]
-    with Host(Config(kernels=kernels, **settings)) as host:
+    """Run every demo job; raises wagogpu.GpuRequiredError when require_gpu finds no hardware GPU."""
+    settings = Config(kernels=(kernel(1), kernel(2)), disabled=cpu, require_gpu=require_gpu,
+                      allow_software_adapter=allow_software_adapter, power_preference=power_preference)
+    kernels = list(settings.kernels)
+    with Host(settings) as host:
         snap = host.buffer_snapshot()
         report = DemoReport(snap.device, snap.state, snap.reason, snap.device_init * 1e3, require_gpu)
         report.jobs.append(start_job(host, kernels))
@@ -235,7 +235,7 @@ def run_demo(cpu: bool = False, require_gpu: bool = False, allow_software_adapte
         report.jobs.append(compiled_job(host, "Zig", "double.wasm", kernels[0]))
         report.jobs.append(compiled_job(host, "C", "double_c.wasm", kernels[0]))
     forced = [kernel(1), kernel(2, FORCED_MIN_ELEMENTS)]
-    with Host(Config(kernels=forced, **settings)) as host:
+    with Host(settings.with_changes(kernels=tuple(forced))) as host:
         report.jobs.insert(2, buffers_job(host, forced, "buffers, kernel 2 forced to CPU"))
     return report
 

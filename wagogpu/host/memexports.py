@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .compiler.reader import Reader, ReaderError
+from ..compiler.reader import Reader, ReaderError
 
 MEMORY_EXPORT_PREFIX = "wagogpu:memory:"
 _HEADER = b"\0asm\x01\0\0\0"

@@ -1,19 +1,28 @@
-"""The wasmtime engine settings every Host uses, and WAT/Wasm source handling."""
+"""The wasmtime engine settings every Host uses, value types, and WAT/Wasm source handling."""
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 import wasmtime
 
-from .errors import ModuleError
+from ..errors import ModuleError
 
 WASM_FEATURES = ("wasm_gc", "wasm_function_references", "wasm_memory64", "wasm_multi_memory",
                  "wasm_reference_types", "wasm_bulk_memory", "wasm_multi_value", "wasm_simd")
+
+#: What an instance exports and a linker defines (wasmtime-py's extern kinds).
+Extern = wasmtime.Func | wasmtime.Table | wasmtime.Memory | wasmtime.SharedMemory | wasmtime.Global | wasmtime.Tag
 
 VALTYPES = {
     "i32": wasmtime.ValType.i32, "i64": wasmtime.ValType.i64,
     "f32": wasmtime.ValType.f32, "f64": wasmtime.ValType.f64,
 }
+
+
+def functype(params: Sequence[str], results: Sequence[str]) -> wasmtime.FuncType:
+    """A FuncType from the ABI table's value type names."""
+    return wasmtime.FuncType([VALTYPES[p]() for p in params], [VALTYPES[r]() for r in results])
 
 
 def new_engine() -> wasmtime.Engine:
@@ -40,7 +49,7 @@ def to_wasm(source: bytes | bytearray | memoryview | str) -> bytes:
     if not isinstance(source, str):
         raise ModuleError(f"invalid module: expected bytes or WAT text, got {type(source).__name__}")
     try:
-        return wasmtime.wat2wasm(source)
+        return bytes(wasmtime.wat2wasm(source))
     except wasmtime.WasmtimeError as exc:
         raise ModuleError(f"invalid WAT: {first_line(exc)}") from exc
 

@@ -1,0 +1,16 @@
+"""The buffer layer: per-instance buffer tables and typed records, byte budgets and eviction,
+where contents live (residency) and the GPU dispatch transaction. Knows buffers and the device,
+not Wasm: the host hands it each accessor memory as two callables (AccessorMemory)."""
+from .budget import BufferLimits, HeapAllocator, RuntimeBudget
+from .dispatch import Dispatcher
+from .eviction import DeviceResources, Held
+from .memory import AccessorMemory, view_at
+from .records import Buffer, BufferRecord
+from .residency import Residency
+from .table import InstanceBuffers
+from .transaction import DispatchEnd, DispatchPlan, DispatchResult, Transaction
+from .tuning import TransferTuning
+
+__all__ = ["AccessorMemory", "Buffer", "BufferLimits", "BufferRecord", "DeviceResources", "DispatchEnd",
+           "DispatchPlan", "DispatchResult", "Dispatcher", "Held", "HeapAllocator", "InstanceBuffers",
+           "Residency", "RuntimeBudget", "Transaction", "TransferTuning", "view_at"]

@@ -1,0 +1,196 @@
+"""Runs the GPU dispatch transaction (abi.md §4.6): plan -> submit -> commit, or unwind.
+
+Outputs go to private scratch and are committed together after the device completed (an output
+whose current contents are parked may be written in place: TransferTuning.in_place_outputs). A
+Transaction records everything the attempt acquired, uploaded, seeded and held aside, so that
+there is one way back for each kind of end:
+
+  unwind  nothing was published and the device is fine: scratch back to the pool, payload charges
+          released, held-aside parkings reattached (a refusal before submit, a kernel that reported
+          an error, a late cancellation);
+  fail    the device's state is unknown: what it may still hold stays charged as retired, the
+          runtime is quarantined, and the deadline decides between CANCELLED and a fallback.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..abi.kernel import ERROR_WORD_BYTES, KernelError, workgroup_grid
+from ..abi.table import Status
+from ..diagnostics import BufferOperation, ReasonCode
+from ..gpu import DeviceFailure, ExecutePlan, ExecuteResult, UploadStage
+from .eviction import UNIFORM_BYTES, give_back_scratch
+from .memory import view_at
+from .records import Buffer
+from .residency import Residency
+from .setup import plan_slots, set_up_small_buffers
+from .table import InstanceBuffers
+from .transaction import PUBLISHED, DispatchEnd, DispatchPlan, DispatchResult, Transaction, refused_or_fallback
+
+KERNEL_ERROR_REASONS: dict[int, ReasonCode] = {KernelError.TRAP: ReasonCode.KERNEL_TRAP,
+                                               KernelError.LOOP_BUDGET: ReasonCode.LOOP_BUDGET,
+                                               KernelError.INDEX_RANGE: ReasonCode.INDEX_RANGE}
+
+
+class Dispatcher:
+    """Runs dispatch transactions on one host's residency."""
+
+    def __init__(self, residency: Residency):
+        self.res = residency
+
+    def run(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
+            deadline: float, op: BufferOperation) -> DispatchResult:
+        res = self.res
+        res.check_loss()
+        if not res.usable:
+            return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
+        tx = Transaction(inst, plan, bound, count, deadline, op)
+        status = plan_slots(res, tx)
+        if not status:
+            status = set_up_small_buffers(res, tx)
+        if not status and time.perf_counter() >= deadline:
+            status = Status.CANCELLED
+        if status:
+            return self.unwind(tx, refused_or_fallback(status, res.quarantine_reason))
+        return self._submit(tx)
+
+    def _submit(self, tx: Transaction) -> DispatchResult:
+        dev = self.res.live
+        d = tx.inst.device
+        assert d.uniform is not None  # set up with the small buffers
+        uploads = [(u.gpu, u.start * 4, u.words) for u in tx.uploads]
+        if tx.plan.error_word:
+            assert d.error_word is not None
+            uploads.append((d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32)))
+        execute = ExecutePlan(
+            pipeline=tx.plan.pipeline, uniform=d.uniform, params=tx.params, storage=tx.storage, uploads=uploads,
+            seeds=tx.seeds, workgroups=workgroup_grid(tx.count), separate_stages=self.res.profile_stages,
+            readahead=tx.readahead)
+        tx.op.hardware_submitted = not dev.info.is_software  # a software adapter is no GPU
+        try:
+            result = dev.execute(execute, max(0.0, tx.deadline - time.perf_counter()))
+        except DeviceFailure as exc:
+            return self.fail(tx, f"dispatch failed at {exc.stage}: {exc}", exc)
+        tx.inst.release(tx.transient)  # the payloads are on the device now
+        tx.transient = 0
+        kernel_error = 0
+        if tx.plan.error_word:
+            assert d.error_word is not None
+            try:
+                kernel_error = int(dev.read(d.error_word[0], d.error_word[1], ERROR_WORD_BYTES,
+                                            max(0.0, tx.deadline - time.perf_counter()))[0])
+            except DeviceFailure as exc:
+                return self.fail(tx, f"error word readback failed: {exc}", exc)
+        self._completed(tx, result)
+        return self._publish(tx, kernel_error)
+
+    def _completed(self, tx: Transaction, result: ExecuteResult) -> None:
+        """The device ran the submission: uploads are valid cache whether or not we publish."""
+        op = tx.op
+        stage_min = self.res.tuning.prestage_min_bytes
+        for u in tx.uploads:
+            buf = u.buf
+            buf.record.mark_uploaded()
+            # Uploaded whole: prestage the next full set of it (if it is big enough to matter).
+            buf.stage_hint = u.start == 0 and u.end == buf.length and buf.stored_bytes == 4 \
+                and buf.gpu_bytes >= stage_min
+            op.logical_upload_bytes += (u.end - u.start) * buf.stored_bytes
+            op.gpu_upload_bytes += u.words.nbytes
+            op.upload_count += 1
+        for _src, _dst, _off, nbytes in tx.seeds:
+            op.device_copy_bytes += nbytes
+            op.device_copy_count += 1
+        if tx.params is not None:
+            op.parameter_upload_bytes += UNIFORM_BYTES
+            op.parameter_upload_count += 1
+            tx.inst.device.uniform_count = tx.count
+        op.upload += result.upload_s
+        op.device_copy += result.seed_s
+        op.compute += result.compute_s
+        if result.device_compute_s is not None:
+            op.timestamps_valid = True
+            op.device_compute = result.device_compute_s
+
+    def _publish(self, tx: Transaction, kernel_error: int) -> DispatchResult:
+        if kernel_error:
+            # The kernel would trap, ran out of loop budget or read out of range: publish nothing;
+            # the guest's CPU runner reproduces the Wasm behaviour exactly.
+            code = KERNEL_ERROR_REASONS.get(kernel_error, ReasonCode.KERNEL_TRAP)
+            return self.unwind(tx, DispatchResult(DispatchEnd.FALL_BACK, Status.CPU_FALLBACK, code,
+                                                  f"kernel error word {kernel_error}"))
+        if time.perf_counter() >= tx.deadline:
+            result = self.unwind(tx, DispatchResult(DispatchEnd.REFUSED, Status.CANCELLED))
+            self._restore_in_place(tx)
+            return result
+        if self.res.live.is_lost():
+            return self.fail(tx, "device lost after dispatch")
+        self._commit(tx)
+        return PUBLISHED
+
+    def _commit(self, tx: Transaction) -> None:
+        """Single commit: every written slot switches to what the kernel wrote, together."""
+        t0 = time.perf_counter()
+        inst = tx.inst
+        if tx.held_aside:
+            tx.reattach()  # stale from here on: the loop below lets them go
+        for slot, (written, size) in tx.outputs.items():
+            buf = tx.bound[slot]
+            if slot not in tx.held_aside:  # (written in place: the committed copy already is the output)
+                if buf.gpu is not None:
+                    give_back_scratch(inst, (buf.gpu, size))
+                    inst.gpu_charge -= size
+                buf.gpu = written
+                inst.gpu_charge += size
+            if buf.parked is not None:
+                self.res.unpark(inst, buf)
+            if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
+                buf.readahead_hint = False
+            buf.readahead_sent = written in tx.readahead
+            buf.record.mark_gpu_written()
+        tx.op.commit += time.perf_counter() - t0
+
+    # -- the ways back ---------------------------------------------------------------------------
+    def unwind(self, tx: Transaction, result: DispatchResult) -> DispatchResult:
+        """Nothing is published and the device is fine: give back what the attempt took."""
+        tx.reattach()
+        dev = self.res.live
+        for u in tx.uploads:
+            if isinstance(u.words, UploadStage):
+                dev.unstage(u.words)  # its charge is in transient
+        for scratch in tx.acquired:
+            give_back_scratch(tx.inst, scratch)
+        tx.acquired.clear()
+        tx.inst.release(tx.transient)
+        tx.transient = 0
+        return result
+
+    def fail(self, tx: Transaction, reason: str, exc: DeviceFailure | None = None) -> DispatchResult:
+        """The device failed, or its state is unknown: quarantine; what it may still hold (payloads,
+        scratch) stays charged as retired until the host stops (§4.6 step 7)."""
+        res = self.res
+        if exc is not None:  # the transfers' outcome is unknown
+            res.totals_complete = False
+            tx.op.transfer_counts_complete = False
+        d = tx.inst.device
+        d.retired_bytes += tx.transient + sum(n for _gpu_buf, n in tx.acquired)
+        tx.transient = 0
+        tx.acquired.clear()
+        tx.reattach()
+        res.quarantine(reason)
+        timed_out = (exc is not None and exc.timed_out) or time.perf_counter() >= tx.deadline
+        return refused_or_fallback(Status.CANCELLED if timed_out else Status.DEVICE_ERROR, res.quarantine_reason)
+
+    def _restore_in_place(self, tx: Transaction) -> None:
+        """A dispatch that completed but publishes nothing (cancelled late): outputs written in
+        place get their committed contents back from the parking (a failure here quarantines,
+        which copies the parking into the CPU copy instead)."""
+        for buf, (staging, _size) in tx.held_aside.values():
+            words = view_at(staging.mapped, buf.gpu_bytes).view(np.uint32)
+            assert buf.gpu is not None  # it was written in place
+            try:
+                self.res.live.write(buf.gpu, 0, words)
+            except DeviceFailure as exc:
+                self.res.quarantine(f"restoring an output written in place failed: {exc}")
+                break

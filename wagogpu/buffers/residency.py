@@ -1,0 +1,268 @@
+"""Where buffer contents live: lazy readbacks, prestaged uploads, parked readbacks and the
+quarantine latch (abi.md §4.3-4.7). Runs under the host lock; knows buffers, not Wasm.
+
+Ownership: a Host owns one Residency, which owns the device (the host opens it and closes it)
+and decides, for every instance of that host, when contents move between the CPU copy and the
+device copy. The dispatch transaction (transaction.py) runs on top of it.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ..abi import accessor as acc
+from ..abi.table import Status
+from ..diagnostics import BufferOperation, TransferCounters
+from ..gpu import BufferHandle, DeviceAllocationError, DeviceFailure, UploadStage
+from ..memcopy import copy_bytes, copy_many
+from .budget import RuntimeBudget
+from .convert import words_to_stored
+from .eviction import Held
+from .records import Buffer
+from .table import InstanceBuffers
+from .tuning import ResolvedTuning, TransferTuning
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gpu.device import GpuDevice
+
+_OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
+
+
+class Residency:
+    """The device, the quarantine latch and the moves of buffer contents for one host."""
+
+    def __init__(self, device: GpuDevice | None, budget: RuntimeBudget, profile_stages: bool,
+                 tuning: TransferTuning | None = None):
+        self.device = device
+        self.budget = budget
+        self.profile_stages = profile_stages
+        self.tuning = ResolvedTuning.resolve(tuning or TransferTuning(), device)
+        self.quarantined = False
+        self.quarantine_reason = ""
+        self.totals_complete = True
+
+    # -- quarantine -----------------------------------------------------------------------
+    @property
+    def usable(self) -> bool:
+        return self.device is not None and not self.quarantined
+
+    @property
+    def live(self) -> GpuDevice:
+        """The device, where the caller established there is one (usable, or holding a buffer)."""
+        device = self.device
+        if device is None:
+            raise RuntimeError("no device: the residency has none to use")
+        return device
+
+    def _device_open(self) -> bool:
+        return self.device is not None and not self.device.closed
+
+    def check_loss(self) -> None:
+        if self.device is not None and not self.quarantined and self.device.is_lost():
+            self.quarantine("device lost")
+
+    def quarantine(self, reason: str) -> None:
+        """Latch for the runtime's life: GPU-only contents become CONTENTS_LOST everywhere (§4.7)."""
+        if not self.quarantined:
+            self.quarantined = True
+            self.quarantine_reason = reason
+        for inst in list(self.budget.instances):
+            for buf in inst.buffers.values():
+                if buf.parked is not None:
+                    # Host memory still mapped (unless the device was closed under us): keep it.
+                    if buf.parked_valid() and self._device_open():
+                        self._materialize(inst, buf)
+                    self.unpark(inst, buf, keep=False)
+                if buf.stage is not None:
+                    self.drop_held(inst, buf, Held.STAGE)
+                buf.record.mark_quarantined()
+
+    def release_device_buffer(self, gpu_buf: BufferHandle | None) -> None:
+        if self.device is not None and gpu_buf is not None:
+            self.device.release(gpu_buf)
+
+    # -- upload stages and parked readbacks (extensions; see TransferTuning) ---------------------
+    def drop_held(self, inst: InstanceBuffers, buf: Buffer, what: Held = Held.ALL) -> None:
+        """Let go of buf's upload stage (unused: stop prestaging it) and/or its parked readback.
+        STAGE and PARKED evict: a parked readback of the current version is first copied into the
+        CPU copy (the buffer stays CPU-current, as a plain readback leaves it) and its staging is
+        released. ALL (the buffer is being freed) keeps the staging for the next readback."""
+        if what is not Held.PARKED:
+            stage, buf.stage = buf.stage, None
+            self.drop_stage(inst, buf, stage)
+        if what is not Held.STAGE and buf.parked is not None:
+            if what is Held.PARKED and buf.parked_valid() and not buf.record.flags & acc.CPU_CURRENT \
+                    and self._device_open():
+                self._materialize(inst, buf)
+            self.unpark(inst, buf, keep=what is Held.ALL)
+
+    def drop_stage(self, inst: InstanceBuffers, buf: Buffer, stage: UploadStage | None) -> None:
+        """An upload stage that will not be used: its charge goes, and so does the hint."""
+        if stage is not None:
+            inst.release(stage.nbytes)
+            buf.stage_hint = False
+            if self.device is not None:
+                self.device.unstage(stage)
+
+    def set_copy(self, inst: InstanceBuffers, buf: Buffer, cpu: int, guest: int, nbytes: int) -> UploadStage | None:
+        """A full set's copy into the CPU copy; also into an upload stage when the next dispatch is
+        likely to upload this buffer whole. Returns the stage for keep_stage() after the set commits."""
+        tuning = self.tuning
+        if nbytes < tuning.prestage_min_bytes and buf.stage is None and buf.parked is None:
+            copy_bytes(cpu, guest, nbytes)  # the small sets of the hot path
+            return None
+        if buf.parked is not None:
+            self.unpark(inst, buf)
+        stage, buf.stage = buf.stage, None
+        if stage is None and buf.stage_hint and nbytes >= tuning.prestage_min_bytes and buf.stored_bytes == 4 \
+                and self.usable and inst.reserve(nbytes):
+            try:
+                stage = self.live.stage(nbytes)
+            except (DeviceAllocationError, DeviceFailure):
+                inst.release(nbytes)
+        if stage is None:
+            copy_bytes(cpu, guest, nbytes)
+        else:
+            host_threads, stage_threads = tuning.set_copy_threads
+            copy_many([(cpu, guest, nbytes, host_threads), (stage.address, guest, nbytes, stage_threads)])
+        return stage
+
+    def keep_stage(self, buf: Buffer, stage: UploadStage | None) -> None:
+        if stage is not None:
+            buf.stage = stage
+            buf.stage_version = buf.record.version
+
+    def unpark(self, inst: InstanceBuffers, buf: Buffer, keep: bool = True) -> None:
+        """End buf's parked readback; its staging becomes the instance's again (or is released)."""
+        parked, buf.parked = buf.parked, None
+        if parked is None:
+            return
+        staging, size = parked
+        d = inst.device
+        if keep and d.staging is None and self._device_open():
+            self.live.unmap(staging)
+            d.staging = parked
+        else:
+            self.release_device_buffer(staging)
+            inst.release(size)
+
+    def _materialize(self, inst: InstanceBuffers, buf: Buffer) -> None:
+        """Copy a valid parked readback into the CPU copy: the buffer is CPU-current again."""
+        assert buf.parked is not None
+        copy_bytes(inst.cpu_address(buf), buf.parked[0].mapped, buf.nbytes)
+        buf.record.mark_cpu_current()
+
+    def copy_source(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
+                    op: BufferOperation) -> tuple[Status, int]:
+        """(status, address) of buf's current bytes for a copy-back: the CPU copy, or a parked
+        readback (a big buffer whose CPU copy is stale is read back and parked, not copied in)."""
+        flags = buf.record.flags
+        if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
+            if buf.parked_valid():
+                return _OK, buf.parked[0].mapped
+            self.unpark(inst, buf)
+        if flags & (acc.CPU_CURRENT | acc.LOST) or buf.stored_bytes != 4 or buf.gpu_bytes < self.tuning.park_min_bytes:
+            status = self.make_cpu_current(inst, buf, deadline, counters, op)
+            return status, inst.cpu_address(buf) if status == _OK else 0
+        status = self._readback(inst, buf, deadline, counters, op, park=True)
+        return status, buf.parked[0].mapped if status == _OK and buf.parked is not None else 0
+
+    # -- CPU side -----------------------------------------------------------------------------
+    def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
+                         counters: TransferCounters, op: BufferOperation | None = None) -> Status:
+        """§4.4: the whole buffer read back once when the CPU copy is stale."""
+        flags = buf.record.flags
+        if flags & acc.LOST:
+            return Status.CONTENTS_LOST
+        if flags & acc.CPU_CURRENT:
+            return _OK
+        if buf.parked is not None:
+            # This version was read back already (and counted then): copy it in from the parking.
+            valid = buf.parked_valid()
+            if valid:
+                self._materialize(inst, buf)
+            self.unpark(inst, buf)
+            if valid:
+                return _OK
+        return self._readback(inst, buf, deadline, counters, op, park=False)
+
+    def _staging_for(self, inst: InstanceBuffers, size: int) -> Status:
+        """The instance's readback staging, of exactly size bytes (reserved and allocated if needed)."""
+        d = inst.device
+        if d.staging is not None and d.staging[1] == size:
+            return _OK
+        if d.staging is not None:
+            self.release_device_buffer(d.staging[0])
+            inst.release(d.staging[1])
+            d.staging = None
+        if not inst.reserve(size):
+            return Status.LIMIT_EXCEEDED
+        try:
+            staging = self.live.create_staging(size)
+        except DeviceAllocationError:
+            inst.release(size)
+            return Status.DEVICE_ERROR
+        d.staging = (staging, size)
+        d.staging_allocations += 1
+        return _OK
+
+    def _readback(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
+                  op: BufferOperation | None, park: bool) -> Status:
+        """§4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as buf.parked."""
+        self.check_loss()
+        if not self.usable or buf.gpu is None:
+            self.quarantine(self.quarantine_reason or "no usable device holds the current contents")
+            return Status.CONTENTS_LOST
+        size = buf.gpu_bytes
+        status = self._staging_for(inst, size)
+        if status:
+            return status
+        d = inst.device
+        dev = self.live
+        assert d.staging is not None and buf.gpu is not None
+        if op is not None:
+            op.hardware_submitted = not dev.info.is_software
+        t0 = time.perf_counter()
+        # Whole-word types read straight into the (stale, not yet current) CPU copy.
+        direct = inst.cpu_bytes(buf).view("<u4") if buf.stored_bytes == 4 and not park else None
+        try:
+            if park:
+                dev.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0))
+            else:
+                words = dev.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), out=direct)
+        except DeviceFailure as exc:
+            return self._readback_failed(inst, buf, exc, deadline, op)
+        t1 = time.perf_counter()
+        if park:
+            buf.parked, d.staging = d.staging, None
+            buf.parked_version = buf.record.version
+        else:
+            if direct is None:
+                inst.cpu_bytes(buf)[:] = words_to_stored(words, buf.stored_bytes)
+            buf.record.mark_cpu_current()
+        buf.readahead_hint = True
+        buf.readahead_sent = False
+        if op is not None:
+            op.download += t1 - t0
+            op.conversion += time.perf_counter() - t1
+        counters.logical_download_bytes += buf.nbytes
+        counters.gpu_download_bytes += size
+        counters.download_count += 1
+        return _OK
+
+    def _readback_failed(self, inst: InstanceBuffers, buf: Buffer, exc: DeviceFailure, deadline: float,
+                         op: BufferOperation | None) -> Status:
+        self.totals_complete = False
+        if op is not None:
+            op.transfer_counts_complete = False
+        data = getattr(exc, "data", None)
+        if data is not None:  # the words arrived before the failure
+            inst.cpu_bytes(buf)[:] = words_to_stored(data, buf.stored_bytes)
+            buf.record.mark_cpu_current()
+        # The staging buffer's state is unknown now: keep it charged as retired, never reuse it.
+        d = inst.device
+        assert d.staging is not None
+        d.retired_bytes += d.staging[1]
+        d.staging = None
+        self.quarantine(f"readback failed: {exc}")
+        return Status.CANCELLED if exc.timed_out or time.perf_counter() >= deadline else Status.DEVICE_ERROR

@@ -1,0 +1,78 @@
+"""The large-transfer paths' switches and thresholds, given to a Host at construction.
+
+Each default was measured on the H200 host (BENCHMARKS.md); tests and benchmarks pass their own
+TransferTuning instead of changing module constants. The read-ahead size limit is the device's
+own (it decides which outputs it copies out in the dispatch's submission); the host reads it
+through device_readahead_max_bytes only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gpu.device import GpuDevice
+
+MIB = 1 << 20
+
+
+def device_readahead_max_bytes(device: GpuDevice) -> int:
+    """The largest output the device copies to a mapped read buffer at the end of a dispatch."""
+    return device.tuning.readahead_max_bytes
+
+
+@dataclass(frozen=True)
+class TransferTuning:
+    """Switches of the large-transfer paths (extensions: answers, statuses and counters are those of
+    the plain paths; only where the bytes wait differs).
+
+    prestage_min_bytes: a full set of a buffer at least this big, whose last dispatch uploaded it
+        whole, also writes the words into a device upload stage (a second copy of the guest bytes
+        beside the one into the CPU copy: the PCIe write overlaps the host copy); the dispatch then
+        uploads with a device-side copy. 32-bit types only. From 1 MiB: at 1M elements the round
+        trip took 1.24 ms against 2.13 ms with the paths from 4 MiB.
+    park_min_bytes: a copy-back that must read back a buffer at least this big leaves the words in
+        the mapped readback staging ("parked") and copies them to the guest from there, skipping
+        the copy into the CPU copy; scalar access, fallback, partial sets and quarantine copy them
+        in when needed. None: just above the device's read-ahead limit, so the two never meet on
+        one buffer.
+    in_place_outputs: a dispatch that overwrites a whole output whose current contents are parked
+        writes the committed copy itself instead of a scratch (the parking is the way back on
+        failure), so a budget-bound round trip needs no scratch and evicts nothing.
+    set_copy_threads: threads for a prestaged set's two copies (into the CPU copy, into the stage);
+        on the H200 host at 40 MB 4 + 4 took 2.54-2.78 ms, 8 + 8 2.76, 6 + 2 3.51.
+    readahead: ask the device for read-ahead copies of outputs the guest read back last time.
+    """
+
+    prestage_min_bytes: int = MIB
+    park_min_bytes: int | None = None
+    in_place_outputs: bool = True
+    set_copy_threads: tuple[int, int] = (4, 4)
+    readahead: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("prestage_min_bytes", "park_min_bytes"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"TransferTuning.{name}: expected a non-negative integer, got {value!r}")
+        threads = self.set_copy_threads
+        if len(threads) != 2 or not all(isinstance(t, int) and t >= 1 for t in threads):
+            raise ValueError(f"TransferTuning.set_copy_threads: expected two positive integers, got {threads!r}")
+
+
+@dataclass(frozen=True)
+class ResolvedTuning:
+    """A TransferTuning with the device's figures filled in: what the residency reads per call."""
+
+    prestage_min_bytes: int
+    park_min_bytes: int
+    in_place_outputs: bool
+    set_copy_threads: tuple[int, int]
+    readahead_max_bytes: int  # 0: never ask for a read-ahead
+
+    @classmethod
+    def resolve(cls, tuning: TransferTuning, device: GpuDevice | None) -> ResolvedTuning:
+        limit = device_readahead_max_bytes(device) if device is not None else 0
+        park = tuning.park_min_bytes if tuning.park_min_bytes is not None else limit + 4
+        return cls(tuning.prestage_min_bytes, park, tuning.in_place_outputs, tuning.set_copy_threads,
+                   limit if tuning.readahead else 0)

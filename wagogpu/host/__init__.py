@@ -1,0 +1,11 @@
+"""The host layer: Host, Module and Instance, the runtime context handed to the import functions
+(grouped: management, dispatch, transfers, accessor hooks), the legacy runner, engine and source
+handling, memory exports and the wasmtime edge (_wasmtime.py, the one user of wasmtime-py's
+internals)."""
+from ..errors import GpuRequiredError, ModuleError
+from .context import RuntimeContext
+from .host import Host
+from .instance import Instance
+from .module import Module
+
+__all__ = ["Host", "Instance", "Module", "RuntimeContext", "GpuRequiredError", "ModuleError"]

@@ -1,0 +1,327 @@
+"""The wasmtime edge: every crossing between Python and Wasm, and the only module that touches
+wasmtime-py's internals.
+
+wasmtime-py converts every value through Val objects on both sides of a call (about 30 us for a
+Python -> Wasm call and 15 us for a Wasm -> Python import on the development box), and even its
+raw ctypes entry points cost microseconds per crossing. For numeric signatures the fast path here
+uses wasmtime's *unchecked* C entry points through cffi instead: values travel as 16-byte raw
+slots, the signature is looked up once, and cffi's calls and callbacks are several times cheaper
+than ctypes' (a Python -> Wasm -> Python import round: 8.9 us through ctypes, 2.9 us here).
+
+The fast path was written against wasmtime-py 50 (its ctypes structs, _func's exception relay and
+trampolines). At import this module checks the installed major version; on any other, or with
+WAGOGPU_PUBLIC_WASMTIME=1 in the environment, it uses wasmtime-py's public API (public_path.py):
+slower, same answers. FAST_PATH says which one runs and PATH_NOTE why.
+
+Ownership: a call wrapper borrows its Store and Func (it keeps both alive); a fast host function's
+Python state lives in _HOST_FUNCS until wasmtime's finalizer for it runs (when its Store is dropped).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from importlib import metadata
+from typing import Any, Callable
+
+import wasmtime
+
+from .public_path import GuestCaller, GuestMemory, PublicCall, find_memory, public_host_func, public_memory_span
+
+TESTED_MAJOR = 50
+PUBLIC_ENV = "WAGOGPU_PUBLIC_WASMTIME"
+
+__all__ = ["FAST_PATH", "PATH_NOTE", "GuestCaller", "GuestMemory", "export_call", "host_func", "memory_span"]
+
+
+def _choose_path() -> tuple[bool, str]:
+    if os.environ.get(PUBLIC_ENV) == "1":
+        return False, f"{PUBLIC_ENV}=1"
+    try:
+        version = metadata.version("wasmtime")
+    except metadata.PackageNotFoundError:
+        return False, "the installed wasmtime's version is unknown"
+    if version.split(".")[0] != str(TESTED_MAJOR):
+        return False, f"wasmtime {version} is not the tested {TESTED_MAJOR}.x"
+    return True, ""
+
+
+#: Bytes per wasmtime_val_raw_t (a union as wide as v128).
+RAW_BYTES = 16
+# Per numeric kind: struct code, the mask an argument is reduced by (Python ints of either sign
+# are accepted for integers, as wasmtime-py accepts them), and the cffi view a slot is read with.
+_CODES = {"i32": "i", "i64": "q", "f32": "f", "f64": "d"}
+_WRITE = {"i32": ("uint32_t *", 0xFFFFFFFF), "i64": ("uint64_t *", 0xFFFFFFFFFFFFFFFF),
+          "f32": ("float *", None), "f64": ("double *", None)}
+_READ = {"i32": "int32_t *", "i64": "int64_t *", "f32": "float *", "f64": "double *"}
+_CDEF = """
+typedef void *(*wagogpu_unchecked_callback)(void *env, void *caller, void *args_and_results, size_t n);
+void wasmtime_func_new_unchecked(void *context, const void *type, wagogpu_unchecked_callback callback,
+                                 void *env, void (*finalizer)(void *), void *ret);
+void *wasmtime_func_call_unchecked(void *context, const void *func, void *args_and_results,
+                                   size_t args_and_results_len, void **trap);
+void *wasmtime_caller_context(void *caller);
+uintptr_t wasmtime_memory_data(const void *context, const void *memory);  /* uint8_t *, as an int */
+size_t wasmtime_memory_data_size(const void *context, const void *memory);
+"""
+
+#: A cffi object, or one of wasmtime-py's private modules and ctypes structs: none of them carries types.
+Raw = Any
+
+# Resolved by _open_fast_path() (module globals: the hot paths read them without attribute lookups).
+_ffi: Raw = None
+_lib: Raw = None
+_wfunc: Raw = None
+_wffi: Raw = None
+_NULL: Raw = None
+_call_unchecked: Raw = None
+_caller_context: Raw = None
+_memory_data: Raw = None
+_memory_size: Raw = None
+_buffer: Raw = None
+_from_handle: Raw = None
+_trampoline_cb: Raw = None
+_finalize_cb: Raw = None
+# Live host functions, by id of their _HostFunc: what keeps each cffi handle alive until wasmtime's
+# finalizer for that function runs.
+_HOST_FUNCS: dict[int, _HostFunc] = {}
+
+
+def _numeric(names: list[str]) -> bool:
+    return all(n in _CODES for n in names)
+
+
+def _raw_struct(names: list[str]) -> struct.Struct:
+    """Layout of consecutive raw slots holding these kinds (value first, then padding)."""
+    return struct.Struct("<" + "".join(f"{_CODES[n]}{RAW_BYTES - struct.calcsize(_CODES[n])}x" for n in names))
+
+
+def _address(ptr: Raw) -> int:
+    return ctypes.cast(ptr, ctypes.c_void_p).value or 0
+
+
+def _as_ctypes(ptr: Raw, ctype: Raw) -> Raw:
+    return ctypes.cast(int(_ffi.cast("uintptr_t", ptr)), ctypes.POINTER(ctype))
+
+
+class FastCall:
+    """Calls one exported function through the unchecked entry point; not re-entrant (its raw
+    slots are reused per call). Signatures with non-numeric values use the public call."""
+
+    __slots__ = ("_func", "_store", "_public", "_n", "_m", "_width", "_slots", "_ctx", "_fptr", "_trap",
+                 "_writes", "_reads")
+
+    def __init__(self, func: wasmtime.Func, store: wasmtime.Store):
+        self._func = func
+        self._store = store
+        ftype = func.type(store)
+        names = [str(t) for t in ftype.params]
+        result_names = [str(t) for t in ftype.results]
+        self._public = None if _numeric(names + result_names) else PublicCall(func, store)
+        self._n, self._m = len(names), len(result_names)
+        self._width = max(1, self._n, self._m)
+        self._slots = _ffi.new("uint8_t[]", self._width * RAW_BYTES)
+        stride = {kind: RAW_BYTES // _ffi.sizeof(ctype[:-2]) for kind, ctype in _READ.items()}
+        # (typed view, index, mask) per parameter; (typed view, index) per result.
+        self._writes = [(_ffi.cast(_WRITE[n][0], self._slots), i * stride[n], _WRITE[n][1])
+                        for i, n in enumerate(names) if n in _WRITE]
+        self._reads = [(_ffi.cast(_READ[n], self._slots), i * stride[n])
+                       for i, n in enumerate(result_names) if n in _READ]
+        self._ctx = _store_context(store)
+        self._fptr = _ffi.cast("void *", ctypes.addressof(func._func))
+        self._trap = _ffi.new("void **")
+
+    def __call__(self, *args: Any) -> Any:
+        if self._public is not None:
+            return self._public(*args)
+        if len(args) != self._n:
+            raise TypeError(f"expected {self._n} arguments, got {len(args)}")
+        for (view, i, mask), value in zip(self._writes, args):
+            view[i] = value & mask if mask is not None else value
+        error = _call_unchecked(self._ctx, self._fptr, self._slots, self._width, self._trap)
+        if error or self._trap[0]:
+            self._raise(error)
+        if self._m == 1:
+            view, i = self._reads[0]
+            return view[i]
+        if self._m == 0:
+            return None
+        return [view[i] for view, i in self._reads]
+
+    def _raise(self, error: Raw) -> None:
+        """A trap or error, raised the way wasmtime-py's Func.__call__ raises it (a Python exception
+        raised inside an import comes back as itself)."""
+        trap = self._trap[0]
+        if trap:
+            self._trap[0] = _NULL  # reset for the next call
+            trap_obj = wasmtime.Trap._from_ptr(_as_ctypes(trap, _wffi.wasm_trap_t))
+            _wfunc.maybe_raise_last_exn()
+            raise trap_obj
+        _wfunc.maybe_raise_last_exn()
+        raise wasmtime.WasmtimeError._from_ptr(_as_ctypes(error, _wffi.wasmtime_error_t))
+
+
+class FastCaller:
+    """The instance calling an import, valid only during that call. Guest memory is reached through
+    plain C calls; wasmtime-py's Caller (about 2 us to make) is made only for an export lookup."""
+
+    __slots__ = ("_ptr", "_caller")
+
+    def __init__(self, ptr: Raw) -> None:
+        self._ptr = ptr
+        self._caller: wasmtime.Caller | None = None
+
+    def get(self, name: str) -> Any:
+        return self._wasmtime().get(name)
+
+    def memory(self, name: str) -> GuestMemory | None:
+        return find_memory(self._wasmtime(), name, _memory_handle)
+
+    def memory_span(self, handle: Raw) -> tuple[int, int]:
+        """(address, byte length) of the guest memory behind a GuestMemory's handle, valid until it grows."""
+        if self._ptr is None:
+            raise ValueError("the caller is gone (used after its import returned)")
+        context = _caller_context(self._ptr)
+        return _memory_data(context, handle), _memory_size(context, handle)
+
+    def _wasmtime(self) -> wasmtime.Caller:
+        if self._ptr is None:
+            raise ValueError("the caller is gone (used after its import returned)")
+        if self._caller is None:
+            self._caller = wasmtime.Caller(_as_ctypes(self._ptr, _wffi.wasmtime_caller_t))
+        return self._caller
+
+    def _invalidate(self) -> None:
+        self._ptr = None
+        if self._caller is not None:
+            self._caller._invalidate()
+
+
+def _memory_handle(memory: wasmtime.Memory) -> Raw:
+    """Where a Memory's wasmtime_memory_t lies (stable for the Memory object's life)."""
+    return _ffi.cast("void *", ctypes.addressof(memory._memory))
+
+
+def _store_context(store: wasmtime.Store) -> Raw:
+    """A Store's context as a pointer the C calls here take."""
+    return _ffi.cast("void *", _address(store._context()))
+
+
+class _HostFunc:
+    """What the trampoline needs for one host function, resolved once at definition."""
+
+    __slots__ = ("fn", "params", "results", "single", "access_caller", "handle")
+
+    def __init__(self, fn: Callable[..., Any], params: list[str], results: list[str], access_caller: bool) -> None:
+        self.fn = fn
+        self.params = _raw_struct(params) if params else None
+        self.results = _raw_struct(results) if results else None
+        self.single = len(results) == 1
+        self.access_caller = access_caller
+        self.handle = _ffi.new_handle(self)
+
+
+def _trampoline(env: Raw, caller_ptr: Raw, slots: Raw, n: int) -> Raw:
+    caller = None
+    try:
+        f: _HostFunc = _from_handle(env)
+        fmt = f.params
+        args = fmt.unpack_from(_buffer(slots, fmt.size)) if fmt is not None else ()
+        if f.access_caller:
+            caller = FastCaller(caller_ptr)
+            out = f.fn(caller, *args)
+        else:
+            out = f.fn(*args)
+        fmt = f.results
+        if fmt is not None:
+            fmt.pack_into(_buffer(slots, fmt.size), 0, *((out,) if f.single else out))
+        return _NULL
+    except BaseException as exc:  # noqa: BLE001 - handed to wasmtime-py's exception relay
+        _wfunc.LAST_EXCEPTION = exc
+        return _ffi.cast("void *", _address(wasmtime.Trap("python exception")._consume()))
+    finally:
+        if caller is not None:
+            caller._invalidate()
+
+
+def _finalize(env: Raw) -> None:
+    try:
+        _HOST_FUNCS.pop(id(_from_handle(env)), None)
+    except Exception:  # noqa: BLE001 - a Store dropped at interpreter shutdown, module globals gone
+        pass
+
+
+def _fast_host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Callable[..., Any],
+                    access_caller: bool) -> wasmtime.Func:
+    params = [str(t) for t in ftype.params]
+    results = [str(t) for t in ftype.results]
+    if not _numeric(params + results):
+        return public_host_func(store, ftype, fn, access_caller)
+    f = _HostFunc(fn, params, results, access_caller)
+    _HOST_FUNCS[id(f)] = f
+    func = wasmtime.Func.__new__(wasmtime.Func)
+    func._func = _wffi.wasmtime_func_t()
+    _lib.wasmtime_func_new_unchecked(_store_context(store), _ffi.cast("void *", _address(ftype.ptr())),
+                                     _trampoline_cb, f.handle, _finalize_cb,
+                                     _ffi.cast("void *", ctypes.addressof(func._func)))
+    return func
+
+
+def _fast_memory_span(memory: wasmtime.Memory, store: wasmtime.Store) -> tuple[int, int]:
+    handle = _memory_handle(memory)
+    context = _store_context(store)
+    return _memory_data(context, handle), _memory_size(context, handle)
+
+
+def _open_fast_path() -> None:
+    """Resolve wasmtime-py's internals and the unchecked entry points (raises if they are not there)."""
+    global _ffi, _lib, _wfunc, _wffi, _NULL, _call_unchecked, _caller_context, _memory_data, _memory_size
+    global _buffer, _from_handle, _trampoline_cb, _finalize_cb
+    import cffi
+    import wasmtime._func as wfunc
+    from wasmtime import _ffi as wffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(_CDEF)
+    lib = ffi.dlopen(wffi.dll._name)  # the library wasmtime-py loaded: same process-wide handle
+    if ctypes.sizeof(wffi.wasmtime_val_raw_t) != RAW_BYTES:
+        raise ImportError(f"wasmtime_val_raw_t is {ctypes.sizeof(wffi.wasmtime_val_raw_t)} bytes, not {RAW_BYTES}")
+    _ffi, _lib, _wfunc, _wffi, _NULL = ffi, lib, wfunc, wffi, ffi.NULL
+    _call_unchecked, _caller_context = lib.wasmtime_func_call_unchecked, lib.wasmtime_caller_context
+    _memory_data, _memory_size = lib.wasmtime_memory_data, lib.wasmtime_memory_data_size
+    _buffer, _from_handle = ffi.buffer, ffi.from_handle
+    _trampoline_cb = ffi.callback("void *(void *, void *, void *, size_t)")(_trampoline)
+    _finalize_cb = ffi.callback("void(void *)")(_finalize)
+    # A Store deleted during interpreter shutdown still calls these; module globals may be gone by
+    # then, and a freed callback would crash the process. Keep both alive for the process's life
+    # (wasmtime-py's own trampoline and finalizer have the same exposure and are kept alive too).
+    for thunk in (_trampoline_cb, _finalize_cb, wfunc.trampoline, wfunc.finalize):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(thunk))
+
+
+FAST_PATH, PATH_NOTE = _choose_path()
+if FAST_PATH:
+    try:
+        _open_fast_path()
+    except Exception as _exc:  # noqa: BLE001 - an internal moved: the public path still works
+        FAST_PATH, PATH_NOTE = False, f"wasmtime-py internals unavailable ({type(_exc).__name__}: {_exc})"
+
+
+def export_call(func: wasmtime.Func, store: wasmtime.Store) -> Callable[..., Any]:
+    """A callable for an exported function: None, one value, or a list of results."""
+    return FastCall(func, store) if FAST_PATH else PublicCall(func, store)
+
+
+def host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Callable[..., Any],
+              access_caller: bool = False) -> wasmtime.Func:
+    """A wasmtime.Func calling fn (with a GuestCaller first when access_caller)."""
+    if FAST_PATH:
+        return _fast_host_func(store, ftype, fn, access_caller)
+    return public_host_func(store, ftype, fn, access_caller)
+
+
+def memory_span(memory: wasmtime.Memory | wasmtime.SharedMemory, store: wasmtime.Store) -> tuple[int, int]:
+    """(address, byte length) of a memory of store, valid until it grows."""
+    if FAST_PATH and isinstance(memory, wasmtime.Memory):
+        return _fast_memory_span(memory, store)
+    return public_memory_span(memory, store)

@@ -1,0 +1,97 @@
+"""dispatch(kernelID, count) (abi.md §2.6): validation in the reference's order, the GPU decision,
+the transaction, and the CPU fallback's preparation (status 1: every bound buffer CPU-current)."""
+from __future__ import annotations
+
+from ..abi.table import Status
+from ..buffers import Buffer, DispatchEnd
+from ..compiler.contract import KernelClass, KernelPlan
+from ..config import KernelConfig
+from ..diagnostics import Outcome, ReasonCode
+from .calls import U32, Handlers, ImportCall, ImportGroup
+
+# Members bound once: enum attribute access costs ~0.16 us per read on Python 3.11.
+_OK = Status.OK
+_GPU = Outcome.GPU
+_NOOP = Outcome.NOOP
+_NONE = ReasonCode.NONE
+_PUBLISHED = DispatchEnd.PUBLISHED
+_REFUSED = DispatchEnd.REFUSED
+_INVALID = KernelClass.INVALID
+
+Checked = tuple[KernelConfig, KernelPlan, dict[int, Buffer]]
+
+
+class DispatchImport(ImportGroup):
+    """The dispatch import of one instance."""
+
+    def handlers(self) -> Handlers:
+        return {"dispatch": (self.dispatch, False)}
+
+    def dispatch(self, kernel_id: int, count: int) -> int:
+        kernel_id &= U32
+        count &= U32
+        call = self._enter(count, kernel_id)
+        checked = self._validate(call, kernel_id, count)
+        if isinstance(checked, int):
+            return checked
+        kernel, plan, bound = checked
+        if count == 0:
+            return self._finish(call, _OK, outcome=_NOOP)
+        if call.cancelled():
+            return self._finish(call, Status.CANCELLED)
+        reason_code, reason = self.ctx.gpu_decision(self.module, kernel, plan, count)
+        if reason_code is _NONE:
+            result = self.ctx.dispatcher.run(self.buffers, self.module.dispatch_plans[kernel_id], bound, count,
+                                             call.deadline, call.op)
+            if result.end is _PUBLISHED:
+                return self._finish(call, _OK, outcome=_GPU)
+            if result.end is _REFUSED:
+                return self._finish(call, result.status)
+            reason_code, reason = result.reason_code, result.reason
+        return self._fall_back(call, kernel, bound, reason_code, reason)
+
+    def _validate(self, call: ImportCall, kernel_id: int, count: int) -> Checked | int:
+        """Steps 1-5: the kernel, its contract and its bindings; the finished call's status if any fails."""
+        if not self._live():
+            return self._finish(call, Status.INVALID_STATE)
+        contract = self.module.contract
+        if not contract.verified:
+            return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_UNVERIFIED,
+                                reason=contract.reason)
+        kernel = self.ctx.config.kernel(kernel_id)
+        plan = contract.kernels.get(kernel_id)
+        if kernel is None or plan is None:
+            return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_ERROR,
+                                reason=f"no kernel with ID {kernel_id}")
+        if plan.cls is _INVALID:
+            return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_ERROR, reason=plan.reason)
+        slots = self.buffers.slots
+        bound: dict[int, Buffer] = {}
+        seen: set[int] = set()
+        for b in kernel.bindings:
+            handle = slots[b.slot]
+            buf = self._buffer(handle) if handle else None
+            if buf is None or handle in seen:
+                return self._finish(call, Status.INVALID_BINDING)
+            seen.add(handle)
+            if buf.type != b.type:
+                return self._finish(call, Status.TYPE_MISMATCH)
+            if count > buf.length:
+                return self._finish(call, Status.INVALID_RANGE)
+            bound[b.slot] = buf
+        if count > self.ctx.config.max_elements:
+            return self._finish(call, Status.LIMIT_EXCEEDED)
+        return kernel, plan, bound
+
+    def _fall_back(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer],
+                   reason_code: ReasonCode, reason: str) -> int:
+        """Status 1: the guest's CPU runner reads every bound buffer, so each becomes CPU-current."""
+        op = call.op
+        make_cpu_current = self.ctx.residency.make_cpu_current
+        for b in kernel.bindings:
+            status = make_cpu_current(self.buffers, bound[b.slot], call.deadline, op, op)
+            if status:
+                return self._finish(call, status, reason=reason)
+        if call.cancelled():
+            return self._finish(call, Status.CANCELLED)
+        return self._finish(call, Status.CPU_FALLBACK, reason_code=reason_code, reason=reason)

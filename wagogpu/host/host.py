@@ -1,0 +1,166 @@
+"""Host: the runtime a Python program drives (DESIGN.md public surface).
+
+Ownership: a Host owns the wasmtime Engine, the optional GPU device, the runtime byte budget and
+every Module and Instance it made, all reachable through its RuntimeContext; Host.close() releases
+all of them. The device is opened only when a GPU path may need it (buffer kernels, or a legacy
+kernel with relaxed_float) and never when the config disables the GPU.
+"""
+from __future__ import annotations
+
+import atexit
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+import wasmtime
+
+from ..abi.accessor import accessor_wat
+from ..buffers import Residency, RuntimeBudget, TransferTuning
+from ..config import Config
+from ..diagnostics import BufferSnapshot, LegacyTiming, RuntimeState, Snapshot
+from ..errors import ConfigError, GpuRequiredError
+from .context import RuntimeContext
+from .engine import first_line, new_engine
+from .instance import Instance, next_id
+from .module import Module, build_module
+from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gpu.device import GpuDevice
+
+_LIVE_HOSTS: weakref.WeakSet[Host] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_hosts() -> None:
+    """Close what programs left open while the interpreter is still whole (see Instance.close)."""
+    for host in list(_LIVE_HOSTS):
+        host.close()
+
+
+def open_device(config: Config) -> tuple[GpuDevice | None, str, float]:
+    """(device or None, why there is none, seconds opening took); GpuRequiredError under require_gpu."""
+    reason = ""
+    if config.disabled:
+        reason = "GPU disabled"
+    elif not config.kernels and not config.relaxed_float:
+        reason = "legacy kernel without relaxed_float: the device is never opened"
+    else:
+        t0 = time.perf_counter()
+        try:
+            from ..gpu import GpuDevice  # loads wgpu and its native library: only here
+
+            device = GpuDevice.open(power_preference=config.power_preference,
+                                    allow_software_adapter=config.allow_software_adapter)
+        except Exception as exc:  # GpuUnavailable, or wgpu failing to load at all
+            reason = first_line(exc)
+        else:
+            if not (config.require_gpu and device.info.is_software):
+                return device, "", time.perf_counter() - t0
+            device.close()
+            reason = f"software adapter {device.info.name} is not a GPU"
+    if config.require_gpu:
+        raise GpuRequiredError(f"require_gpu: no hardware GPU adapter opened ({reason})")
+    return None, reason, 0.0
+
+
+class Host:
+    """One runtime: engine, optional GPU device, budgets, modules and instances.
+
+    ``tuning`` sets the large-transfer paths (wagogpu.buffers.TransferTuning; None: the defaults).
+    """
+
+    def __init__(self, config: Config, tuning: TransferTuning | None = None):
+        if not isinstance(config, Config):
+            raise ConfigError("config", f"expected wagogpu.Config, got {type(config).__name__}")
+        if tuning is not None and not isinstance(tuning, TransferTuning):
+            raise ConfigError("tuning", f"expected wagogpu.buffers.TransferTuning, got {type(tuning).__name__}")
+        self.config = config
+        engine = new_engine()
+        accessor = wasmtime.Module(engine, accessor_wat())
+        device, reason, seconds = open_device(config)
+        budget = RuntimeBudget(config.max_runtime_buffer_bytes)
+        residency = Residency(device, budget, config.profile_stages, tuning)
+        self.context = RuntimeContext(config, engine, accessor, budget, residency, reason, seconds)
+        _LIVE_HOSTS.add(self)
+
+    # -- what the runtime has ------------------------------------------------------------------
+    @property
+    def device(self) -> GpuDevice | None:
+        return self.context.residency.device
+
+    @property
+    def gpu_active(self) -> bool:
+        """True when dispatches can run on a device now."""
+        return self.context.residency.usable
+
+    @property
+    def device_reason(self) -> str:
+        return self.context.device_reason
+
+    @property
+    def device_init(self) -> float:
+        return self.context.device_init
+
+    @property
+    def state(self) -> RuntimeState:
+        return runtime_state(self.context)
+
+    @property
+    def legacy_stats(self) -> LegacyTiming:
+        return self.context.log.legacy
+
+    # -- modules and instances -----------------------------------------------------------------
+    def compile(self, source: bytes | str) -> Module:
+        """Compile Wasm bytes or WAT text; ModuleError (a ValueError) with wasmtime's message if bad."""
+        self._check_open()
+        module = build_module(self.context, next_id(), source)
+        with self.context.lock:
+            self.context.modules.append(module)
+        return module
+
+    def instantiate(self, module: Module) -> Instance:
+        """Instantiate with buffer state installed before the start function runs."""
+        self._check_open()
+        if not isinstance(module, Module) or module.ctx is not self.context:
+            raise ValueError("module belongs to a different host")
+        return Instance(self.context, module)
+
+    def _check_open(self) -> None:
+        if self.context.stopped:
+            raise RuntimeError("host is closed")
+
+    # -- diagnostics ---------------------------------------------------------------------------
+    def buffer_snapshot(self) -> BufferSnapshot:
+        with self.context.lock:
+            return buffer_snapshot(self.context)
+
+    def snapshot(self) -> Snapshot:
+        with self.context.lock:
+            return legacy_snapshot(self.context)
+
+    # -- lifetime ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release everything; idempotent, and safe while another thread is blocked in a dispatch."""
+        ctx = self.context
+        if ctx.stopped:
+            return
+        ctx.stopped = True
+        device = ctx.residency.device
+        if device is not None:
+            device.close()  # unblocks a dispatch waiting on the device
+        with ctx.lock:
+            for inst in list(ctx.instances.values()):
+                inst.close()
+            ctx.instances.clear()
+            ctx.modules.clear()
+            for buffers in list(ctx.budget.instances):
+                buffers.close()
+            ctx.budget.v1_bytes = 0
+            ctx.budget.legacy_bytes = 0
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

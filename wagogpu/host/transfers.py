@@ -1,0 +1,129 @@
+"""setBuffer32/64 and copyBuffer32/64 (abi.md §2.7-2.10): bulk moves between guest memory and a
+buffer, one memmove (split over threads when large) once every check passed."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import partial
+
+from ..abi.table import IMPORTS, Status
+from ..buffers import Buffer
+from ..memcopy import copy_bytes
+from ._wasmtime import GuestCaller, GuestMemory
+from .calls import U32, U64, Handlers, ImportCall, ImportGroup, ImportScope
+from .memexports import memory_export_name
+
+_OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
+
+
+@dataclass(frozen=True)
+class Direction:
+    """What a transfer import's name and table signature say: set (guest -> buffer) or copy, and
+    whether guest offsets are 64-bit."""
+
+    is_set: bool
+    is64: bool
+
+
+#: Every memory transfer of the ABI table, read off its name and its guest-offset parameter.
+DIRECTIONS = {spec.name: Direction(spec.name.startswith("set"), spec.params[3] == "i64")
+              for spec in IMPORTS if spec.name.startswith(("setBuffer", "copyBuffer")) and "anyref" not in spec.params}
+
+
+class TransferImports(ImportGroup):
+    """The memory transfers of one instance; guest memory is found through the calling instance."""
+
+    def __init__(self, scope: ImportScope) -> None:
+        super().__init__(scope)
+        self._memories: dict[int, GuestMemory] = {}
+
+    def handlers(self) -> Handlers:
+        return {name: (partial(self.transfer, direction), True) for name, direction in DIRECTIONS.items()}
+
+    def transfer(self, direction: Direction, caller: GuestCaller, handle: int, offset: int, memory_index: int,
+                 guest_offset: int, count: int) -> int:
+        offset &= U32
+        count &= U32
+        guest_offset &= U64 if direction.is64 else U32
+        call = self._enter(count)
+        checked = self._check(call, direction, caller, handle, offset, memory_index & U32, guest_offset, count)
+        if isinstance(checked, int):
+            return checked
+        buf, guest = checked
+        if count == 0:
+            return self._finish(call, _OK)
+        return self._move(call, direction, buf, offset, guest, count)
+
+    def _check(self, call: ImportCall, direction: Direction, caller: GuestCaller, handle: int, offset: int,
+               memory_index: int, guest_offset: int, count: int) -> tuple[Buffer, int] | int:
+        """Steps 1-8: (buffer, guest address) or the finished call's status."""
+        if not self._live():
+            return self._finish(call, Status.INVALID_STATE)
+        buf = self._buffer(handle)
+        if buf is None:
+            return self._finish(call, Status.INVALID_HANDLE)
+        if offset + count > buf.length:
+            return self._finish(call, Status.INVALID_RANGE)
+        contract = self.module.contract
+        if not contract.verified:
+            return self._finish(call, Status.UNSUPPORTED_STORAGE)
+        if memory_index >= len(contract.memories):
+            return self._finish(call, Status.INVALID_RANGE)
+        decl = contract.memories[memory_index]
+        if decl.shared or decl.is64 != direction.is64:
+            return self._finish(call, Status.UNSUPPORTED_STORAGE)
+        memory = self._guest_memory(caller, memory_index)
+        if memory is None or memory.is64 != direction.is64:
+            return self._finish(call, Status.UNSUPPORTED_STORAGE)
+        guest_base, guest_size = caller.memory_span(memory.handle)
+        if guest_offset + count * buf.stored_bytes > guest_size:
+            return self._finish(call, Status.INVALID_RANGE)
+        return buf, guest_base + guest_offset
+
+    def _move(self, call: ImportCall, direction: Direction, buf: Buffer, offset: int, guest: int, count: int) -> int:
+        res = self.ctx.residency
+        inst = self.buffers
+        op = call.op
+        full_set = direction.is_set and offset == 0 and count == buf.length
+        source = 0
+        if direction.is_set and not full_set:
+            status = res.make_cpu_current(inst, buf, call.deadline, op, op)
+        elif not direction.is_set:
+            # The CPU copy, or a big buffer's readback left parked in its mapped staging.
+            status, source = res.copy_source(inst, buf, call.deadline, op, op)
+        else:
+            status = _OK
+        if status:
+            return self._finish(call, status)
+        if call.cancelled():
+            return self._finish(call, Status.CANCELLED)
+        t0 = time.perf_counter()
+        nbytes = count * buf.stored_bytes
+        skip = offset * buf.stored_bytes
+        if full_set:
+            stage = res.set_copy(inst, buf, inst.cpu_address(buf), guest, nbytes)
+            buf.record.note_cpu_write(0, count)
+            res.keep_stage(buf, stage)
+        elif direction.is_set:
+            copy_bytes(inst.cpu_address(buf) + skip, guest, nbytes)
+            buf.record.note_cpu_write(offset, offset + count)
+        else:
+            copy_bytes(guest, source + skip, nbytes)
+        if direction.is_set:
+            op.guest_set_bytes += nbytes
+            op.guest_set_count += 1
+        else:
+            op.guest_copy_bytes += nbytes
+            op.guest_copy_count += 1
+        op.commit += time.perf_counter() - t0
+        return self._finish(call, _OK)
+
+    def _guest_memory(self, caller: GuestCaller, index: int) -> GuestMemory | None:
+        """The guest's memory `index`, looked up once (a Memory is a handle valid for the store's
+        life; its size is read anew on every use)."""
+        found = self._memories.get(index)
+        if found is None:
+            found = caller.memory(memory_export_name(index))
+            if found is not None:
+                self._memories[index] = found
+        return found
