@@ -21,7 +21,7 @@ import ray
 
 from examples.ray_pool.tiles import COUNTS_OFFSET, GUEST, TILE_KERNEL, Tile, cut, paste, render_plain, tile_job
 from wagogpu import Config, Host, Status
-from wagogpu.ray import ActorSlot, FailureKind, HostPool, JobError
+from wagogpu.ray import ActorSlot, FailureKind, HostPool, JobError, wasm_trap_handlers
 from wagogpu.ray.actor import JobRunner
 from wagogpu.ray.jobs import WireJob
 from wagogpu.ray.pool import Placement, plan_placement
@@ -59,10 +59,12 @@ def cluster():
     started = not ray.is_initialized()
     if started:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from a test cluster
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=128 << 20)
+        with wasm_trap_handlers():  # later tests in this process still trap as Wasm does
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=128 << 20)
     yield
     if started:
-        ray.shutdown()
+        with wasm_trap_handlers():
+            ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -311,3 +313,35 @@ def test_close_ends_every_actor_process(cluster):
     assert wait_gone(pids) == []
     with pytest.raises(RuntimeError, match="closed"):
         small.submit(PROBES, "returns", 1)
+
+
+DRIVER_TRAPS = """
+import wasmtime
+from wagogpu import Config, Host
+from wagogpu.ray import HostPool
+
+host = Host(Config(disabled=True, kernel_export="unused"))
+module = host.compile('(module (func (export "t") unreachable))')
+
+def trap(when):
+    try:
+        host.instantiate(module).call("t")
+    except wasmtime.Trap as exc:
+        print(when, "unreachable" in str(exc), flush=True)
+
+trap("before")
+pool = HostPool(Config(disabled=True, kernel_export="unused"), actors=1, num_cpus=0.5)
+trap("during")
+pool.close()
+trap("after")
+"""
+
+
+def test_guests_in_the_driver_still_trap_while_and_after_the_pool_runs_ray():
+    """Ray's driver takes (at ray.init) and resets (at ray.shutdown) the signals wasmtime's traps
+    arrive on; without wasm_trap_handlers a trapping guest call kills the driver (exit 132)."""
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    done = subprocess.run([sys.executable, "-c", DRIVER_TRAPS], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["before", "True", "during", "True", "after", "True"]

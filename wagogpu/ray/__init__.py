@@ -16,5 +16,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 
 from .jobs import ActorInfo, ActorSlot, FailureKind, Job, JobError, JobResult
 from .pool import HostPool
+from .signals import wasm_trap_handlers
 
-__all__ = ["HostPool", "Job", "JobResult", "JobError", "FailureKind", "ActorSlot", "ActorInfo"]
+__all__ = ["HostPool", "Job", "JobResult", "JobError", "FailureKind", "ActorSlot", "ActorInfo",
+           "wasm_trap_handlers"]

@@ -29,6 +29,7 @@ from wagogpu import Config
 from .actor import ConfigSource, JobRunner
 from .jobs import ActorInfo, Job, JobResult, ReadSpec, WireJob
 from .safety import retry_safe
+from .signals import wasm_trap_handlers
 
 #: module sources remembered by identity (bytes and str objects only: they cannot change)
 _IDENTITY_CACHE = 64
@@ -123,7 +124,8 @@ class HostPool:
         _check_options(config, max_in_flight=max_in_flight, retries=retries, resubmits=resubmits)
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            ray.init()
+            with wasm_trap_handlers():  # Ray's driver would take the signals wasmtime's traps use
+                ray.init()
         self._closed = False
         self._handles: list[Any] = []
         try:
@@ -234,7 +236,8 @@ class HostPool:
 
     def _release_ray(self) -> None:
         if self._owns_ray and ray.is_initialized():
-            ray.shutdown()
+            with wasm_trap_handlers():
+                ray.shutdown()
 
     def __enter__(self) -> "HostPool":
         return self
