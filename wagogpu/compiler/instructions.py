@@ -58,7 +58,7 @@ def local_set(st: Lowering, tee: bool) -> None:
 
 
 def i32_const(st: Lowering) -> None:
-    st.stack.append((CONSTANT, I32, st.r.leb(32, True) & 0xFFFFFFFF))
+    st.stack.append((CONSTANT, I32, st.r.i32()))
 
 
 def f32_const(st: Lowering) -> None:

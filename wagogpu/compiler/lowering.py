@@ -344,10 +344,11 @@ class Lowering:
             decls.append("  var brk: u32 = 0u;\n")
         if self.uses_fuel:
             decls.append(f"  var fuel: u32 = {self.budget}u;\n")
-        self.code[0] = "".join(decls)
+        if decls:
+            self.code[0] = "".join(decls)
         rbw = self.rbw | (self.writes & ~self.exit_mw)
         return LoweredBody("".join(self.code), self.reads, self.writes, rbw, self.is_float, self.uses_err,
-                           tuple(sorted(self.helpers)), self.budget if self.uses_fuel else 0)
+                           tuple(sorted(self.helpers)) if self.helpers else (), self.budget if self.uses_fuel else 0)
 
 
 assert SLOT_COUNT <= 32
