@@ -82,13 +82,16 @@ def fast_loop_applies(st: Lowering) -> bool:
 
 def run_checked(st: Lowering, pc: int = 0) -> None:
     """The table-driven loop with every workspace limit tested at each head."""
-    r = st.r
+    r, depth, stack, code = st.r, st.depth, st.stack, st.code
     data = r.data
     handlers = HANDLERS
     max_pc, max_nodes, max_stack, max_code = lim.MAX_INSTRUCTIONS, lim.MAX_NODES, lim.MAX_STACK, lim.MAX_BODY_CODE
+    pieces = -1  # len(code) when its bytes were last counted
     while r.pos < r.end:
-        if pc >= max_pc or len(st.depth) >= max_nodes or len(st.stack) > max_stack or st.code_bytes() > max_code:
+        if pc >= max_pc or len(depth) >= max_nodes or len(stack) > max_stack or (
+                len(code) != pieces and st.code_bytes() > max_code):
             raise CompileError(LIMIT, "kernel workspace limit")
+        pieces = len(code)
         handler = handlers[data[r.pos]]
         r.pos += 1
         pc += 1

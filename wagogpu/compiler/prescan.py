@@ -33,6 +33,12 @@ class Imm(enum.IntEnum):
     SELECT_TYPES = 10
 
 
+# Plain-int copies for the scan loop (enum attribute lookups are slow in CPython 3.11).
+NONE, BLOCK_TYPE, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT_TYPES = (int(k) for k in (
+    Imm.NONE, Imm.BLOCK_TYPE, Imm.LABEL, Imm.LABEL_TABLE, Imm.LOCAL, Imm.LOCAL_SET, Imm.U32, Imm.I32, Imm.F32,
+    Imm.SELECT_TYPES))
+
+
 def prescan(data: bytes, pos: int, end: int, kinds: bytes) -> tuple[set[int] | None, set[int] | None]:
     """(locals assigned, openings targeted by branches) of the construct opening at data[pos];
     `kinds` is the Imm of every opcode."""
@@ -45,28 +51,28 @@ def prescan(data: bytes, pos: int, end: int, kinds: bytes) -> tuple[set[int] | N
             at = r.pos
             op = r.byte()
             kind = kinds[op]
-            if kind == Imm.NONE:
+            if kind == NONE:
                 if op == OP_END:
                     labels.pop()
                     if not labels:
                         return written, targeted
-            elif kind == Imm.BLOCK_TYPE:
+            elif kind == BLOCK_TYPE:
                 r.leb(33, True)
                 labels.append(at)
-            elif kind == Imm.LABEL or kind == Imm.LABEL_TABLE:
-                for _ in range(r.count() + 1 if kind == Imm.LABEL_TABLE else 1):
+            elif kind == LABEL or kind == LABEL_TABLE:
+                for _ in range(r.count() + 1 if kind == LABEL_TABLE else 1):
                     depth = r.u32()
                     if depth < len(labels):
                         targeted.add(labels[-1 - depth])
-            elif kind == Imm.LOCAL_SET:
+            elif kind == LOCAL_SET:
                 written.add(r.u32())
-            elif kind == Imm.LOCAL or kind == Imm.U32:
+            elif kind == LOCAL or kind == U32:
                 r.u32()
-            elif kind == Imm.I32:
+            elif kind == I32:
                 r.leb(32, True)
-            elif kind == Imm.F32:
+            elif kind == F32:
                 r.skip(4)
-            elif kind == Imm.SELECT_TYPES:
+            elif kind == SELECT_TYPES:
                 if r.u32() != 1:
                     break
                 r.byte()
