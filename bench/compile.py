@@ -2,8 +2,10 @@
 
     python -m bench.compile [--iterations 2000] [--out results.jsonl]
 
-Kernels: twice and the 32-step polynomial from a BufferWork-style module (four kernels with CPU
-runner loops, as in the reference's benchmark), and a Mandelbrot step (x*x-y*y+cr, (x+x)*y+ci).
+Kernels of the reference subset: twice and the 32-step polynomial from a BufferWork-style module
+(four kernels with CPU runner loops, as in the reference's benchmark), and a Mandelbrot step
+(x*x-y*y+cr, (x+x)*y+ci). Kernels of the extended subset: an integer loop with a block, br_if and
+division (sum_loop), and the Zig guest's per-pixel Mandelbrot loop (examples/guests/mandelbrot.wasm).
 Each JSONL record: name, median_us, p90_us, iterations, wgsl_bytes, source_bytes, python, plus the
 decode-only and lower-only medians; a last record compares the polynomial with its 150 us target.
 """
@@ -15,6 +17,7 @@ import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import wasmtime
 
@@ -77,6 +80,22 @@ MANDELBROT_WAT = "(module" + _IMPORTS + """
   (func (export "wago_gpu.cpu.step") (param $n i32)))
 """
 
+SUM_LOOP_WAT = """(module
+  (import "wago_gpu_v1" "getBuffer" (func $get (param i32) (result i32)))
+  (import "wago_gpu_v1" "readBufferI32" (func $read (param i32 i32) (result i32)))
+  (import "wago_gpu_v1" "writeBufferI32" (func $write (param i32 i32 i32)))
+  (func (export "wago_gpu.kernel.sum") (param $i i32) (local $n i32) (local $acc i32)
+    (local.set $n (call $read (call $get (i32.const 0)) (local.get $i)))
+    (block $done (loop $next
+      (br_if $done (i32.le_s (local.get $n) (i32.const 0)))
+      (local.set $acc (i32.add (local.get $acc) (i32.div_u (i32.mul (local.get $n) (local.get $n)) (i32.const 3))))
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br $next)))
+    (call $write (call $get (i32.const 1)) (local.get $i) (local.get $acc)))
+  (func (export "wago_gpu.cpu.sum") (param $n i32)))
+"""
+MANDELBROT_GUEST = Path(__file__).resolve().parents[1] / "examples" / "guests" / "mandelbrot.wasm"
+
 LEGACY_HEAVY_WAT = "(module (func (export \"kernel\") (param $x f32) (result f32) " + (
     "(f32.add (f32.mul " * 32) + "(local.get $x)" + " (f32.const 0.9990234375)) (f32.const 0.0009765625))" * 32 + "))"
 
@@ -87,6 +106,8 @@ def _kernel(name: str, bindings: list[tuple[int, ElementType, Access]]) -> Kerne
 
 
 F32_IO = [(0, ElementType.F32, Access.READ), (1, ElementType.F32, Access.WRITE)]
+I32_IO = [(0, ElementType.I32, Access.READ), (1, ElementType.I32, Access.WRITE)]
+U32_IO = [(0, ElementType.U32, Access.READ), (1, ElementType.U32, Access.WRITE)]
 MANDEL_IO = [(0, ElementType.F32, Access.READ), (1, ElementType.F32, Access.READ),
              (2, ElementType.F32, Access.READ_WRITE), (3, ElementType.F32, Access.READ_WRITE)]
 
@@ -112,7 +133,9 @@ def cases() -> list[tuple[str, bytes, KernelConfig]]:
     mandel = bytes(wasmtime.wat2wasm(MANDELBROT_WAT))
     return [("twice", work, _kernel("twice", F32_IO)),
             ("polynomial", work, _kernel("polynomial", F32_IO)),
-            ("mandelbrot_step", mandel, _kernel("step", MANDEL_IO))]
+            ("mandelbrot_step", mandel, _kernel("step", MANDEL_IO)),
+            ("sum_loop", bytes(wasmtime.wat2wasm(SUM_LOOP_WAT)), _kernel("sum", I32_IO)),
+            ("mandelbrot_loop", MANDELBROT_GUEST.read_bytes(), _kernel("mandel", U32_IO))]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,8 +4,9 @@ A program has fixed bindings (FLOW_BINDINGS): slot 0 I32 READ and slot 1 F32 REA
 slot 2 I32 WRITE and slot 3 F32 READ_WRITE (outputs), slot 4 U8 READ_WRITE. Its statements mix
 straight-line code with if/else, blocks left early by br_if (also to outer labels, so branches
 cross several constructs), br_table, bounded loops, early returns and conditional traps; its
-integer expressions use every i32 operator, select, blocks with results, gathers (in range or
-not), and conversions from f32 inputs. Everything the Wasm CPU runner can do, traps included, the
+integer expressions use every i32 operator, select, blocks with results, blocks, ifs and loops with
+parameters and two results (a branch carrying both), gathers (in range or not), and conversions
+from f32 inputs. Everything the Wasm CPU runner can do, traps included, the
 GPU must reproduce: traps become the error word.
 
 Float results must agree only within a tolerance (relaxed_float), so floats are kept where a
@@ -106,7 +107,8 @@ class _Gen:
     def iexpr(self, depth: int) -> str:
         if depth <= 0 or self.draw(st.integers(0, 4)) == 0:
             return self.ileaf()
-        kind = self.pick(["binary"] * 5 + ["unary", "division", "select", "gather", "block", "if"])
+        kinds = ["binary"] * 5 + ["unary", "division", "select", "gather", "block", "if", "mv_block", "mv_if"]
+        kind = self.pick(kinds + ["mv_loop"] if self.loops < 2 else kinds)
         d = depth - 1
         if kind == "binary":
             return f"(i32.{self.pick(I_BINARY)} {self.iexpr(d)} {self.iexpr(d)})"
@@ -126,7 +128,28 @@ class _Gen:
             return _read(0, "I32", element)
         if kind == "block":  # a block whose result may leave early through br_if
             return f"(block (result i32) (drop (br_if 0 {self.iexpr(d)} {self.iexpr(d)})) {self.iexpr(d)})"
+        if kind.startswith("mv_"):
+            return self.multi_value(kind, d)
         return f"(if (result i32) {self.iexpr(d)} (then {self.iexpr(d)}) (else {self.iexpr(d)}))"
+
+    def multi_value(self, kind: str, d: int) -> str:
+        """Constructs with parameters and two results; a branch carries both values."""
+        a, b, c = self.iexpr(d), self.iexpr(d), self.iexpr(d)
+        combine = f"(i32.{self.pick(I_BINARY)})"
+        if kind == "mv_block":  # the parameters leave through br_if, or two new values through the end
+            return (f"(block (result i32) {a} {b} (block (param i32 i32) (result i32 i32) (br_if 0 {c})"
+                    f" (drop) (drop) {self.iexpr(d)} {self.iexpr(d)}) {combine})")
+        if kind == "mv_if":
+            then, other = self.pick(I_BINARY), self.pick(I_BINARY)
+            return (f"(block (result i32) {a} {b} (if (param i32 i32) (result i32) {c} (then (i32.{then}))"
+                    f" (else (i32.{other}))))")
+        counter, label = f"$k{self.loops}", self.label()  # a loop re-entered with its two parameters
+        self.loops += 1
+        body = self.iexpr(d)
+        self.loops -= 1
+        return (f"(block (result i32) {a} {b} (local.set {counter} (i32.const {self.draw(st.integers(1, 3))}))"
+                f" (loop {label} (param i32 i32) (result i32 i32) (i32.{self.pick(I_BINARY)}) {body}"
+                f" (br_if {label} (local.tee {counter} (i32.sub (local.get {counter}) (i32.const 1))))) {combine})")
 
     # -- f32 ------------------------------------------------------------------------------------
     def fatom(self) -> str:

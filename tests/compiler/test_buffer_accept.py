@@ -97,7 +97,7 @@ def test_b4_public_compile_error_kinds():
     cases.append((e.value, INVALID))
     source = bytearray(buffers_wasm())
     at = source.find(b"\x94\x10")
-    source[at] = 0x95  # f32.div: the reference refused it, the extended subset (flow.py) accepts it
+    source[at] = 0x95  # f32.div: the reference refused it, the extended subset accepts it
     assert "bitcast<f32>(v0) / " in compile_buffer_wgsl(bytes(source), K)
     source[at] = 0x99  # f64.abs: outside both
     with pytest.raises(CompileError) as e:

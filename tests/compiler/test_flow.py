@@ -1,7 +1,7 @@
-"""The extended subset (flow.py, ops.py): every new instruction lowered, validated by wgpu (conftest)
-and run on the test adapter against the Wasm answer of the same kernel (watkit.reference), traps,
-loop budget and gather range included; control-flow shapes; plan flags; limits; and a
-differential property over random programs (flowgen)."""
+"""The extended subset (control.py, instructions.py, access.py, ops.py): every new instruction
+lowered, validated by wgpu (conftest) and run on the test adapter against the Wasm answer of the
+same kernel (watkit.reference), traps, loop budget and gather range included; control-flow
+shapes; plan flags; limits; and a differential property over random programs (flowgen)."""
 from __future__ import annotations
 
 import math

@@ -179,3 +179,37 @@ def test_legacy_value_types_not_validated():
     m.func([F32], [F32], b"\x20\x00\x0b", export="kernel")
     assert compile_wgsl(m.build(), "kernel")
     assert I32  # imported for symmetry with other tests
+
+
+def test_storage_binding_moves_only_the_binding_number(gpu):
+    """compile_wgsl(..., storage_binding=n) differs from the default text only in the array's binding
+    number, and the shader runs with the array bound there."""
+    import numpy as np
+
+    default = compile_wgsl(legacy_square(), "kernel")
+    assert compile_wgsl(legacy_square(), "kernel", storage_binding=0) == default
+    moved = compile_wgsl(legacy_square(), "kernel", storage_binding=1)
+    assert moved == default.replace("@binding(0) var<storage", "@binding(1) var<storage")
+    assert moved != default and moved.count("@binding(") == 1
+    wgpu = gpu.wgpu
+    values = np.array([0.0, 1.5, -2.0, 3.0], np.float32)
+    buf = gpu.device.create_buffer_with_data(data=values.tobytes(), usage=wgpu.BufferUsage.STORAGE
+                                             | wgpu.BufferUsage.COPY_SRC)
+    pipeline = gpu.pipeline(moved)
+    group = gpu.device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[
+        {"binding": 1, "resource": {"buffer": buf, "offset": 0, "size": values.nbytes}}])
+    enc = gpu.device.create_command_encoder()
+    cpass = enc.begin_compute_pass()
+    cpass.set_pipeline(pipeline)
+    cpass.set_bind_group(0, group)
+    cpass.dispatch_workgroups(1, 1, 1)
+    cpass.end()
+    gpu.device.queue.submit([enc.finish()])
+    got = np.frombuffer(gpu.device.queue.read_buffer(buf), np.float32)
+    assert (got == values * values + 1).all()
+
+
+@pytest.mark.parametrize("bad", [-1, 65536, True, 1.0, "1"])
+def test_storage_binding_must_be_a_binding_number(bad):
+    with pytest.raises(ValueError, match="storage_binding"):
+        compile_wgsl(legacy_twice(), "kernel", storage_binding=bad)

@@ -1,5 +1,5 @@
 """Property tests: random kernels of the subset compile to valid WGSL; mutations never escape CompileError;
-the fast and the checked instruction loops agree."""
+the fast and the checked instruction loops agree, on the reference subset and beyond it."""
 from __future__ import annotations
 
 import re
@@ -7,13 +7,18 @@ import re
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fixtures import K, MANDEL_CONFIG, bufferwork_config, bufferwork_wasm, buffers_wasm, mandelbrot_wasm
+from fixtures import (K, MANDEL_CONFIG, bufferwork_config, bufferwork_wasm, buffers_wasm, mandelbrot_wasm, read0, tm,
+                      write1)
+from wasmgen import f32c, f32mul, lget
+from flowgen import flow_kernel, flow_programs
 from strategies import Program, mutations, subset_kernels
 from wagogpu.compiler import CompileError, KernelClass, compile_buffer_wgsl, compile_wgsl, inspect_module
 from wagogpu.compiler import reader as lim
 from wagogpu.compiler.buffer import select_body, validate_kernel
 from wagogpu.compiler.decoder import decode_module
-from wagogpu.compiler.lower import Lowering, binding_facts, lower_body
+from wagogpu.compiler import lower
+from wagogpu.compiler.bindings import binding_facts
+from watkit import kernel_module
 
 FAST = settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
                 deadline=None)
@@ -34,21 +39,20 @@ def test_random_subset_kernels_compile(program: Program):
     assert plan.cls is KernelClass.ELIGIBLE and plan.wgsl == wgsl
 
 
-def _outcome(run_name: str, source: bytes, kernel) -> tuple:
-    """Lower with one specific instruction loop; (code, facts) or (kind, message)."""
-    try:
-        validate_kernel(kernel)
-        module = decode_module(source)
-        start, end = select_body(module, kernel)
-        original = Lowering.run
-        Lowering.run = getattr(Lowering, run_name)  # type: ignore[method-assign]
+def _outcome(fast: bool, source: bytes, kernel, monkeypatch) -> tuple:
+    """Lower with run_fast first (where its limits allow) or with run_checked alone; the lowered body
+    or (kind, message)."""
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(lower, "fast_loop_applies", lambda _st: False)
         try:
-            body = lower_body(module, start, end, binding_facts(kernel.bindings))
-        finally:
-            Lowering.run = original  # type: ignore[method-assign]
-    except CompileError as e:
-        return ("error", e.kind, e.message)
-    return ("ok", body.code, body.reads, body.writes, body.read_before_write, body.is_float)
+            validate_kernel(kernel)
+            module = decode_module(source)
+            start, end = select_body(module, kernel)
+            body = lower.lower_body(module, start, end, binding_facts(kernel.bindings))
+        except CompileError as e:
+            return ("error", e.kind, e.message)
+    return ("ok", body)
 
 
 def _seeds() -> st.SearchStrategy[tuple[bytes, object]]:
@@ -56,16 +60,29 @@ def _seeds() -> st.SearchStrategy[tuple[bytes, object]]:
                              (bufferwork_wasm(), bufferwork_config("polynomial")),
                              (bufferwork_wasm(), bufferwork_config("square"))])
     generated = subset_kernels(max_statements=5, max_depth=3).map(lambda p: (p.source, p.kernel))
-    return st.one_of(fixed, generated)
+    extended = flow_programs().map(lambda p: (kernel_module(p.body, p.locals), flow_kernel()))
+    return st.one_of(fixed, generated, extended)
 
 
 @FAST
-@given(st.data())
-def test_fast_and_checked_loops_agree(data):
+@given(data=st.data())
+def test_fast_and_checked_loops_agree(monkeypatch, data):
     source, kernel = data.draw(_seeds())
     if data.draw(st.booleans()):
         source = data.draw(mutations(source))
-    assert _outcome("run_fast", source, kernel) == _outcome("run_checked", source, kernel)
+    assert _outcome(True, source, kernel, monkeypatch) == _outcome(False, source, kernel, monkeypatch)
+
+
+def test_fast_loop_hands_over_at_the_first_extended_instruction(monkeypatch):
+    """A body that leaves the reference subset is lowered once: run_fast up to the first instruction
+    outside it, run_checked from there (never from the start again)."""
+    body = write1(f32mul(read0(), f32c(2.0))) + lget(0) + b"\x1a" + write1(f32c(1.0))  # drop is extended
+    source, calls = tm(body), []
+    checked = lower.run_checked
+    monkeypatch.setattr(lower, "run_checked", lambda st, pc=0: calls.append(pc) or checked(st, pc))
+    wgsl = compile_buffer_wgsl(source, K)
+    assert len(calls) == 1 and calls[0] == len(write1(f32mul(read0(), f32c(2.0)))) + len(lget(0))
+    assert wgsl.count("slot1[index] =") == 2 and wgsl.count("let v0: u32 = slot0[index];") == 1
 
 
 @FAST

@@ -101,3 +101,17 @@ def test_leb_only_reader_errors(data, form):
         assert -(1 << (bits - 1)) <= v < 1 << (bits - 1)
     else:
         assert 0 <= v < 1 << bits
+
+
+@given(st.binary(max_size=8))
+def test_i32_is_the_signed_leb32_pattern(data):
+    """Reader.i32 (one-byte case inline) reads exactly what leb(32, True) reads, as a u32 pattern."""
+    fast, generic = Reader(data), Reader(data)
+    try:
+        expected = generic.leb(32, True) & 0xFFFFFFFF
+    except ReaderError as e:
+        with pytest.raises(ReaderError) as got:
+            fast.i32()
+        assert got.value.message == e.message
+        return
+    assert fast.i32() == expected and fast.pos == generic.pos

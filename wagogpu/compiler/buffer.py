@@ -9,7 +9,8 @@ from . import reader as lim
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
-from .lower import binding_facts, lower_body
+from .bindings import binding_facts
+from .lower import lower_body
 from .ops import helper_text
 from .wgsl import assemble
 

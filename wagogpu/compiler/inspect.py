@@ -14,7 +14,7 @@ from ..abi.kernel import KernelConfig
 from . import reader as lim
 from .buffer import lower_kernel, validate_kernel
 from .contract import CompileError, CompileErrorKind, KernelClass, KernelPlan, ModuleContract
-from .decoder import decode_module
+from .decoder import DecodedModule, decode_module
 from .legacy import compile_wgsl
 
 COMPILATION_LIMIT = "per-compilation WGSL limit"
@@ -29,7 +29,7 @@ def _failed_plan(kernel_id: int, err: CompileError, seconds: float) -> KernelPla
     return KernelPlan(kernel_id, cls, reason=err.message, error_kind=err.kind, translate_seconds=seconds)
 
 
-def _plan(module, kernel: KernelConfig, budget_left: int) -> KernelPlan:
+def _plan(module: DecodedModule, kernel: KernelConfig, budget_left: int) -> KernelPlan:
     start = time.perf_counter()
     try:
         validate_kernel(kernel)

@@ -20,13 +20,22 @@ F32 = 0x7D
 OP_LOCAL_GET, OP_F32_CONST, OP_END = 0x20, 0x43, 0x0B
 ARITHMETIC = {0x92: "+", 0x93: "-", 0x94: "*"}
 
-ENTRY_TAIL = (
-    "@group(0) @binding(0) var<storage, read_write> values: array<f32>;\n"
+MAX_BINDING = 65535  # WebGPU's largest binding number is below this (maxBindingsPerBindGroup is at most 1000)
+_ENTRY_TAIL = (
+    "@group(0) @binding({binding}) var<storage, read_write> values: array<f32>;\n"
     "@compute @workgroup_size(256)\n"
-    "fn main(@builtin(global_invocation_id) id: vec3<u32>) {\n"
-    "  if (id.x < arrayLength(&values)) { values[id.x] = kernel(values[id.x]); }\n"
-    "}\n"
+    "fn main(@builtin(global_invocation_id) id: vec3<u32>) {{\n"
+    "  if (id.x < arrayLength(&values)) {{ values[id.x] = kernel(values[id.x]); }}\n"
+    "}}\n"
 )
+
+
+def entry_tail(storage_binding: int = 0) -> str:
+    """The fixed entry point (compiler.md §2.2) with the value array at `storage_binding`."""
+    return _ENTRY_TAIL.format(binding=storage_binding)
+
+
+ENTRY_TAIL = entry_tail()  # the reference's text: the array at binding 0
 
 _GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
                "\\": "\\\\", '"': '\\"'}
@@ -54,7 +63,7 @@ def _err(kind: CompileErrorKind, message: str) -> CompileError:
     return CompileError(kind, message)
 
 
-def compile_legacy_body(body: bytes) -> str:
+def compile_legacy_body(body: bytes, storage_binding: int = 0) -> str:
     """WGSL (kernel function plus entry point) for one code-section body (compileBody)."""
     if len(body) > lim.MAX_BODY_BYTES:
         raise _err(LIMIT, "kernel is too large")
@@ -86,7 +95,7 @@ def compile_legacy_body(body: bytes) -> str:
                 if len(stack) != 1 or r.pos != r.end:
                     raise _err(INVALID, "invalid final kernel stack or trailing code")
                 lines.append(f"  return t{stack[0]};\n}}\n")
-                lines.append(ENTRY_TAIL)
+                lines.append(ENTRY_TAIL if storage_binding == 0 else entry_tail(storage_binding))
                 return "".join(lines)
             else:
                 raise _err(UNSUPPORTED, f"unsupported kernel opcode 0x{op:02x}")
@@ -172,8 +181,16 @@ _PARSERS = {1: _types, 2: _imports, 3: _functions, 5: _memory, 7: _exports, 10: 
 _LAST_MVP_SECTION = 11
 
 
-def compile_wgsl(source: bytes, export: str) -> str:
-    """WGSL for the legacy (f32) -> f32 kernel `export`; raises CompileError, nothing else."""
+def compile_wgsl(source: bytes, export: str, storage_binding: int = 0) -> str:
+    """WGSL for the legacy (f32) -> f32 kernel `export`; raises CompileError for any module, nothing else.
+
+    `storage_binding` is the binding number of the shader's one storage array (the reference's is
+    0; a host that binds something before it asks for another). A bad number is the caller's bug:
+    ValueError.
+    """
+    if isinstance(storage_binding, bool) or not isinstance(storage_binding, int) or not (
+            0 <= storage_binding <= MAX_BINDING):
+        raise ValueError(f"storage_binding must be an integer in 0..{MAX_BINDING}, got {storage_binding!r}")
     try:
         export_bytes = export.encode() if isinstance(export, str) else b""
     except UnicodeError:
@@ -212,4 +229,4 @@ def compile_wgsl(source: bytes, export: str) -> str:
     if not m.types_f32[m.functions[defined]]:
         raise _err(INVALID, "kernel must have type (f32) -> f32")
     start, end = m.bodies[defined]
-    return compile_legacy_body(source[start:end])
+    return compile_legacy_body(source[start:end], storage_binding)

@@ -1,8 +1,8 @@
-"""The numeric instructions of the extended subset (our extension of the reference's subset,
-compiler.md §1.3.5; see flow.py): one NumericOp row per opcode, and the WGSL helper functions some
-of them call.
+"""The numeric instructions: one NumericOp row per opcode, and the WGSL helper functions some of
+them call. f32 add, sub and mul are the reference's subset (compiler.md §1.3.5) and become deferred
+nodes (lowering.py); the others are our extension of it, each emitted as a let where it happens.
 
-How values are carried (see flow.py): an i32 is always a `u32` in WGSL (wrapping arithmetic is
+How values are carried (records.Form): an i32 is always a `u32` in WGSL (wrapping arithmetic is
 Wasm's; signed operations bitcast to i32 just for the operator). An f32 is carried either as its
 bit pattern in a `u32` (loads, constants, and the exact bit operations below) or as an `f32`
 value (the results of rounding arithmetic). Each row says which form it wants for each operand
@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .intrinsics import F32, I32
+from .records import Form
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,20 +48,31 @@ class NumericOp:
 
     params: tuple[int, ...]  # Wasm type byte per operand
     result: int  # Wasm type byte of the result
-    forms: str  # per operand: "u" (u32: an i32, or an f32's bits) or "f" (an f32 value)
-    carrier: str  # the result's WGSL form, "u" or "f"
+    forms: tuple[Form, ...]  # the form each operand is wanted in
+    carrier: Form  # the result's form
     expr: str  # WGSL expression; {0}, {1} are the operand texts in their forms
     trap: str = ""  # WGSL condition under which Wasm traps (empty: never)
     helpers: tuple[str, ...] = ()  # helper functions the expression calls
     is_float: bool = False  # marks the kernel float (needs relaxed_float)
+    infix: str = ""  # a deferred node's operator with its spaces (lowering.py); empty: emitted at once
+
+    @property
+    def deferred(self) -> bool:
+        return bool(self.infix)
+
+
+def _row(params: tuple[int, ...], result: int, forms: str, carrier: str, expr: str, trap: str = "",
+         helpers: tuple[str, ...] = (), is_float: bool = False) -> NumericOp:
+    """A row with its forms written as letters: "u" (u32 bits) or "f" (f32 value) per operand."""
+    return NumericOp(params, result, tuple(Form(c) for c in forms), Form(carrier), expr, trap, helpers, is_float)
 
 
 def _i32(expr: str, trap: str = "", helpers: tuple[str, ...] = ()) -> NumericOp:
-    return NumericOp((I32, I32), I32, "uu", "u", expr, trap, helpers)
+    return _row((I32, I32), I32, "uu", "u", expr, trap, helpers)
 
 
 def _i32_unary(expr: str) -> NumericOp:
-    return NumericOp((I32,), I32, "u", "u", expr)
+    return _row((I32,), I32, "u", "u", expr)
 
 
 def _signed_compare(op: str) -> NumericOp:
@@ -68,15 +80,21 @@ def _signed_compare(op: str) -> NumericOp:
 
 
 def _f32_compare(op: str) -> NumericOp:
-    return NumericOp((F32, F32), I32, "ff", "u", f"u32({{0}} {op} {{1}})", is_float=True)
+    return _row((F32, F32), I32, "ff", "u", f"u32({{0}} {op} {{1}})", is_float=True)
 
 
 def _f32_value(expr: str, arity: int = 1) -> NumericOp:
-    return NumericOp((F32,) * arity, F32, "f" * arity, "f", expr, is_float=True)
+    return _row((F32,) * arity, F32, "f" * arity, "f", expr, is_float=True)
 
 
 def _f32_bits(expr: str, arity: int = 1, helpers: tuple[str, ...] = ()) -> NumericOp:
-    return NumericOp((F32,) * arity, F32, "u" * arity, "u", expr, helpers=helpers, is_float=True)
+    return _row((F32,) * arity, F32, "u" * arity, "u", expr, helpers=helpers, is_float=True)
+
+
+def _deferred(operator: str) -> NumericOp:
+    """The reference's f32 arithmetic (compiler.md §2.1.4): a node emitted when first used."""
+    return NumericOp((F32, F32), F32, (Form.VALUE, Form.VALUE), Form.VALUE, f"{{0}} {operator} {{1}}",
+                     is_float=True, infix=f" {operator} ")
 
 
 ZERO_DIVISOR = "{1} == 0u"
@@ -95,7 +113,7 @@ NUMERIC: dict[int, NumericOp] = {
     0x4F: _i32("u32({0} >= {1})"),  # i32.ge_u
     0x5B: _f32_compare("=="),  # f32.eq
     # f32.ne is true when either operand is NaN; WGSL's != becomes an ordered not-equal in SPIR-V
-    0x5C: NumericOp((F32, F32), I32, "ff", "u", "u32(!({0} == {1}))", is_float=True),
+    0x5C: _row((F32, F32), I32, "ff", "u", "u32(!({0} == {1}))", is_float=True),
     0x5D: _f32_compare("<"),  # f32.lt
     0x5E: _f32_compare(">"),  # f32.gt
     0x5F: _f32_compare("<="),  # f32.le
@@ -126,30 +144,30 @@ NUMERIC: dict[int, NumericOp] = {
     0x8F: _f32_value("trunc({0})"),  # f32.trunc
     0x90: _f32_value("round({0})"),  # f32.nearest (WGSL round: half to even)
     0x91: _f32_value("sqrt({0})"),  # f32.sqrt
-    0x92: _f32_value("{0} + {1}", 2),  # f32.add
-    0x93: _f32_value("{0} - {1}", 2),  # f32.sub
-    0x94: _f32_value("{0} * {1}", 2),  # f32.mul
+    0x92: _deferred("+"),  # f32.add
+    0x93: _deferred("-"),  # f32.sub
+    0x94: _deferred("*"),  # f32.mul
     0x95: _f32_value("{0} / {1}", 2),  # f32.div
     0x96: _f32_bits("wasm_fmin({0}, {1})", 2, ("wasm_fkey", "wasm_fmin")),  # f32.min
     0x97: _f32_bits("wasm_fmax({0}, {1})", 2, ("wasm_fkey", "wasm_fmax")),  # f32.max
     0x98: _f32_bits("(({0} & 0x7fffffffu) | ({1} & 0x80000000u))", 2),  # f32.copysign
     # i32.trunc_f32_s: valid for -2^31 <= x < 2^31, i.e. bits < 0x4f000000 or 0x80000000..0xcf000000
-    0xA8: NumericOp((F32,), I32, "u", "u", "bitcast<u32>(i32(bitcast<f32>({0})))",
+    0xA8: _row((F32,), I32, "u", "u", "bitcast<u32>(i32(bitcast<f32>({0})))",
                     "select({0} >= 0x4f000000u, {0} > 0xcf000000u, {0} >= 0x80000000u)", is_float=True),
     # i32.trunc_f32_u: valid for -1 < x < 2^32, i.e. bits < 0x4f800000 or 0x80000000..0xbf7fffff
-    0xA9: NumericOp((F32,), I32, "u", "u", "select(u32(bitcast<f32>({0})), 0u, {0} >= 0x80000000u)",
+    0xA9: _row((F32,), I32, "u", "u", "select(u32(bitcast<f32>({0})), 0u, {0} >= 0x80000000u)",
                     "select({0} >= 0x4f800000u, {0} >= 0xbf800000u, {0} >= 0x80000000u)", is_float=True),
-    0xB2: NumericOp((I32,), F32, "u", "f", "f32(bitcast<i32>({0}))", is_float=True),  # f32.convert_i32_s
-    0xB3: NumericOp((I32,), F32, "u", "f", "f32({0})", is_float=True),  # f32.convert_i32_u
+    0xB2: _row((I32,), F32, "u", "f", "f32(bitcast<i32>({0}))", is_float=True),  # f32.convert_i32_s
+    0xB3: _row((I32,), F32, "u", "f", "f32({0})", is_float=True),  # f32.convert_i32_u
     0xC0: _i32_unary("bitcast<u32>(bitcast<i32>({0} << 24u) >> 24u)"),  # i32.extend8_s
     0xC1: _i32_unary("bitcast<u32>(bitcast<i32>({0} << 16u) >> 16u)"),  # i32.extend16_s
 }
 
 # 0xFC-prefixed instructions, by sub-opcode.
 SATURATING: dict[int, NumericOp] = {
-    0x00: NumericOp((F32,), I32, "u", "u", "wasm_trunc_sat_s({0})", helpers=("wasm_trunc_sat_s",),
+    0x00: _row((F32,), I32, "u", "u", "wasm_trunc_sat_s({0})", helpers=("wasm_trunc_sat_s",),
                     is_float=True),  # i32.trunc_sat_f32_s
-    0x01: NumericOp((F32,), I32, "u", "u", "wasm_trunc_sat_u({0})", helpers=("wasm_trunc_sat_u",),
+    0x01: _row((F32,), I32, "u", "u", "wasm_trunc_sat_u({0})", helpers=("wasm_trunc_sat_u",),
                     is_float=True),  # i32.trunc_sat_f32_u
 }
 

@@ -153,6 +153,16 @@ class Reader:
                 return result
         raise ReaderError(LEB_UNTERMINATED)  # unreachable: the last byte either ends or raises
 
+    def i32(self) -> int:
+        """A signed LEB128 i32 immediate as its 32-bit pattern (the one-byte case read inline)."""
+        pos = self.pos
+        if pos < self.end:
+            b = self.data[pos]
+            if b < 0x80:
+                self.pos = pos + 1
+                return b if b < 0x40 else b + 0xFFFFFF80  # sign-extended from bit 6
+        return self.leb(32, True) & 0xFFFFFFFF
+
     def u32_le(self) -> int:
         """Four little-endian bytes (an f32.const pattern)."""
         pos = self.pos

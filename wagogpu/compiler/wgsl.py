@@ -75,29 +75,30 @@ fn f32_to_half(x: u32) -> u32 {
 }
 """
 
-# Load of one element as a u32 bit pattern, per declared type ({} is the slot number).
-LOAD_EXPR: dict[ElementType, str] = {
-    ElementType.I8: "bitcast<u32>(bitcast<i32>(slot{}[index] << 24u) >> 24u)",
-    ElementType.I16: "bitcast<u32>(bitcast<i32>(slot{}[index] << 16u) >> 16u)",
-    ElementType.U8: "(slot{}[index] & 255u)",
-    ElementType.U16: "(slot{}[index] & 65535u)",
-    ElementType.F16: "half_to_f32(slot{}[index])",
-    ElementType.I32: "slot{}[index]",
-    ElementType.U32: "slot{}[index]",
-    ElementType.F32: "slot{}[index]",
-}
+# Load of one element as a u32 bit pattern, per declared type ({} is the slot number). Keyed by name:
+# ElementType is built from the ABI table, so its members are looked up, not spelled as attributes.
+LOAD_EXPR: dict[ElementType, str] = {ElementType[name]: expr for name, expr in {
+    "I8": "bitcast<u32>(bitcast<i32>(slot{}[index] << 24u) >> 24u)",
+    "I16": "bitcast<u32>(bitcast<i32>(slot{}[index] << 16u) >> 16u)",
+    "U8": "(slot{}[index] & 255u)",
+    "U16": "(slot{}[index] & 65535u)",
+    "F16": "half_to_f32(slot{}[index])",
+    "I32": "slot{}[index]",
+    "U32": "slot{}[index]",
+    "F32": "slot{}[index]",
+}.items()}
 
 # Store wrapping of a u32 bit pattern, per declared type ({} is the value).
-STORE_WRAP: dict[ElementType, str] = {
-    ElementType.I8: "({} & 255u)",
-    ElementType.U8: "({} & 255u)",
-    ElementType.I16: "({} & 65535u)",
-    ElementType.U16: "({} & 65535u)",
-    ElementType.F16: "f32_to_half({})",
-    ElementType.I32: "{}",
-    ElementType.U32: "{}",
-    ElementType.F32: "{}",
-}
+STORE_WRAP: dict[ElementType, str] = {ElementType[name]: expr for name, expr in {
+    "I8": "({} & 255u)",
+    "U8": "({} & 255u)",
+    "I16": "({} & 65535u)",
+    "U16": "({} & 65535u)",
+    "F16": "f32_to_half({})",
+    "I32": "{}",
+    "U32": "{}",
+    "F32": "{}",
+}.items()}
 
 
 def binding_line(binding: int, slot: int, written: bool) -> str:

@@ -1,0 +1,144 @@
+"""Handlers of the value instructions: locals, constants, numeric rows, select, drop, reinterpret.
+
+Locals. A local keeps its record while it is assigned only in straight-line code at the top
+level. A construct that assigns a local moves it into a WGSL `var l<i>: u32` first (control.py);
+inside constructs `local.set` writes the var and `local.get` copies it into a fresh let, so stack
+values stay snapshots, and `known` remembers the record last written to the var in the current
+straight-line stretch so that reading it again needs no copy. A handle can never live in a var,
+because its runtime value is the guest's handle number, which the GPU does not know.
+
+In unreachable code every handler still checks its operands but emits nothing and pushes zero
+constants.
+"""
+from __future__ import annotations
+
+from .contract import CompileError, KernelError
+from .intrinsics import F32, I32
+from .lowering import BITS, UNSUPPORTED, Lowering
+from .ops import SATURATING, NumericOp
+from .records import CONSTANT, HANDLE, INDEX, NUMBER, VAR
+
+HANDLE_IN_VAR = "buffer handle in a local that control flow assigns"
+
+
+def nop(st: Lowering) -> None:
+    return None
+
+
+def local_get(st: Lowering) -> None:
+    i = st.local_index()
+    rec = st.locals[i]
+    if rec[0] == VAR:
+        if st.top.dead:
+            rec = (CONSTANT, rec[1], 0)
+        else:
+            known = st.known.get(i)
+            if known is None:
+                known = st.known[i] = (NUMBER, rec[1], st.let(BITS, f"l{i}"))
+            rec = known
+    st.stack.append(rec)
+
+
+def local_set(st: Lowering, tee: bool) -> None:
+    i = st.local_index()
+    value = st.pop(st.local_types[i])
+    if st.pending is not None:
+        return
+    if len(st.frames) == 1:
+        st.locals[i] = value
+    else:
+        if value[0] == HANDLE or st.locals[i][0] == HANDLE:
+            raise CompileError(UNSUPPORTED, HANDLE_IN_VAR)
+        if st.locals[i][0] != VAR:
+            raise AssertionError("a local assigned inside control flow was not moved into a var")
+        st.emit(f"  l{i} = {st.bits(value)};\n")
+        st.known[i] = value
+    if tee:
+        st.stack.append(value)
+
+
+def i32_const(st: Lowering) -> None:
+    st.stack.append((CONSTANT, I32, st.r.i32()))
+
+
+def f32_const(st: Lowering) -> None:
+    st.is_float = True
+    st.stack.append((CONSTANT, F32, st.r.u32_le()))
+
+
+def deferred(st: Lowering, op: NumericOp) -> None:
+    """The reference's f32 add, sub and mul (lower.run_fast inlines this; both must stay identical)."""
+    right = st.pop(op.params[1])
+    left = st.pop(op.params[0])
+    st.is_float = True
+    if st.pending is None:
+        st.stack.append((CONSTANT, op.result, 0) if st.top.dead else (NUMBER, op.result, st.new_node(op, left, right)))
+
+
+def numeric(st: Lowering, op: NumericOp) -> None:
+    args = st.pop_types(op.params)
+    if op.is_float:
+        st.is_float = True
+    if st.pending is not None:
+        return
+    if st.top.dead:
+        st.stack.append((CONSTANT, op.result, 0))
+        return
+    if all(a[0] == CONSTANT for a in args):
+        args[0] = st.launder(args[0])
+    texts = [st.operand(a, form) for a, form in zip(args, op.forms)]
+    if op.trap:
+        st.raise_error_if(op.trap.format(*texts), KernelError.TRAP)
+    st.helpers.update(op.helpers)
+    st.stack.append((NUMBER, op.result, st.let(op.carrier, op.expr.format(*texts))))
+
+
+def prefixed(st: Lowering) -> None:
+    sub = st.r.u32()
+    op = SATURATING.get(sub)
+    if op is None:
+        raise CompileError(UNSUPPORTED, f"unsupported opcode 0xfc 0x{sub:02x}")
+    numeric(st, op)
+
+
+def reinterpret(st: Lowering, result: int) -> None:
+    value = st.pop(I32 if result == F32 else F32)
+    st.is_float = True
+    if st.pending is not None:
+        return
+    kind = value[0]
+    if kind == HANDLE:
+        raise CompileError(UNSUPPORTED, "buffer handle used as a value")
+    if kind == INDEX and not st.top.dead:
+        st.stack.append((NUMBER, result, st.let(BITS, "index")))
+    else:
+        st.stack.append((kind if kind != INDEX else CONSTANT, result, value[2]))
+
+
+def drop(st: Lowering) -> None:
+    st.pop_any()
+
+
+def select(st: Lowering, typed: bool) -> None:
+    want = 0
+    if typed:
+        if st.r.u32() != 1:
+            raise CompileError(UNSUPPORTED, "select type is unsupported")
+        want = st.r.byte()
+        if want != I32 and want != F32:
+            raise CompileError(UNSUPPORTED, "select type is unsupported")
+    cond = st.pop(I32)
+    second = st.pop(want) if typed else st.pop_any()
+    first = st.pop(second[1])
+    if st.pending is not None:
+        return
+    if st.top.dead:
+        st.stack.append((CONSTANT, second[1], 0))
+        return
+    if first == second:
+        st.stack.append(first)
+        return
+    if first[0] == HANDLE or second[0] == HANDLE:
+        raise CompileError(UNSUPPORTED, "select of a buffer handle")
+    n = st.let(BITS, f"select({st.bits(second)}, {st.bits(first)}, {st.bits(cond)} != 0u)")
+    st.stack.append((NUMBER, second[1], n))

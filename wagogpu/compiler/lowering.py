@@ -1,0 +1,354 @@
+"""The workspace of one kernel-body lowering: operand stack, locals, value table, emitted code.
+
+Values. Every numbered value n (WGSL name `v<n>`) has a form (records.Form): a u32 holding an i32
+or an f32's bits (loads, constants copied into lets, exact bit operations, vars), or an f32 value
+(rounding arithmetic). Stored data always travels as bits, so exact float copies never pass
+through a WGSL float (compiler.md §2.1.4).
+
+Deferred nodes. The reference's f32 add, sub and mul create a node that is emitted only when a
+store, a branch or another instruction first uses it, operands first, each node once; an operand
+chain MAX_DEPTH deep is emitted early (the depth rule), and dead arithmetic is never emitted.
+Everything else is emitted as a `let` where it happens: loads (so a later store cannot change a
+saved value), instructions that can trap (so a dead value still traps), and the rest. A let made
+inside a WGSL block cannot be used outside it, so before a construct opens, every node still
+pending is emitted (flush_pending), and nodes made inside a construct that nothing used by its
+else or end are dropped (nothing outside can refer to them: values leave a construct only through
+vars). In unreachable code nothing is emitted at all.
+
+Everything checked here raises CompileError or records the first problem as `pending`, which the
+driver raises after the instruction (the reference's "stop at the next iteration").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..abi.kernel import KernelError
+from ..abi.table import SLOT_COUNT, ElementType
+from . import reader as lim
+from .bindings import BindingFacts
+from .contract import CompileError, CompileErrorKind
+from .decoder import DecodedModule
+from .frames import ALL_SLOTS, Frame, FrameKind
+from .intrinsics import F32, I32, Intrinsic
+from .ops import NumericOp
+from .reader import Reader
+from .records import (CONSTANT, HANDLE, INDEX, NUMBER, V_NAMES, VALUE_LET, VALUE_OF_BITS, WGSL_TYPE, Form,
+                      Record)
+
+INVALID = CompileErrorKind.INVALID_CONTRACT
+UNSUPPORTED = CompileErrorKind.UNSUPPORTED
+LIMIT = CompileErrorKind.LIMIT
+BITS, VALUE = Form.BITS, Form.VALUE  # aliases: enum attribute lookups are slow in CPython 3.11
+FUNC = FrameKind.FUNC
+Node = tuple[NumericOp, Record, Record]
+
+
+def raise_error(code: KernelError) -> str:
+    """Statements that record `code` in the error word and end the invocation."""
+    return f"  atomicMax(&err[0], {int(code)}u);\n  return;\n"
+
+
+@dataclass(frozen=True, slots=True)
+class LoweredBody:
+    code: str  # statements, two-space indented, one per line
+    reads: int  # bit mask of slots actually read
+    writes: int  # bit mask of slots actually written
+    read_before_write: int  # slots read before their first write (or written only conditionally)
+    is_float: bool
+    error_word: bool = False  # the code uses the error word `err` (traps, loop budget, gathers)
+    helpers: tuple[str, ...] = ()  # ops.HELPERS the code calls
+    loop_budget: int = 0  # the fuel the code starts with; 0 when it has no loop
+
+
+class Lowering:
+    """One body's workspace. Value n lives at index n of the parallel lists `depth` (the deferred
+    chain depth, 0 once emitted, so "pending" is depth > 0), `form` and `ftext` (how it is written
+    as an f32 operand); `nodes` maps a deferred node to (op, left, right)."""
+
+    __slots__ = ("module", "r", "scan_kinds", "stack", "locals", "local_types", "nodes", "depth", "form", "ftext",
+                 "pending_from", "names", "value_let", "value_of_bits", "code", "counted", "decls", "pending",
+                 "reads", "writes", "rbw", "mw", "exit_mw", "gathers", "is_float", "slot_type", "can_read",
+                 "can_write", "frames", "top", "const_text", "var_locals", "known", "targeted", "uses_brk", "uses_fuel",
+                 "uses_err", "helpers", "budget", "emit_node")
+
+    def __init__(self, module: DecodedModule, start: int, end: int, facts: BindingFacts, scan_kinds: bytes):
+        self.module = module
+        self.r = Reader(module.source, start, end)
+        self.scan_kinds = scan_kinds  # prescan.Imm per opcode (None: outside the subset)
+        self.stack: list[Record] = []
+        self.locals: list[Record] = [(INDEX, I32, 0)]
+        self.local_types: list[int] = [I32]
+        self.nodes: dict[int, Node] = {}
+        self.depth: list[int] = []
+        self.form: list[Form] = []
+        self.ftext: list[str] = []
+        self.pending_from = 0  # values below this number are emitted or dropped
+        self.names: list[str] = []
+        self.value_let: list[str] = []
+        self.value_of_bits: list[str] = []
+        self._grow(min(end - start, lim.MAX_INSTRUCTIONS))  # the reference subset makes <= 1 value per byte
+        self.code: list[str] = [""]  # code[0]: the function-scope declarations, set by finish()
+        self.counted = (1, 0)  # (pieces, bytes) of code already counted by code_bytes
+        self.decls: list[str] = []
+        self.pending: CompileError | None = None
+        self.reads = self.writes = self.rbw = self.gathers = 0
+        self.mw = 0  # slots written on every path to here (control.py)
+        self.exit_mw = ALL_SLOTS  # ... on every path that leaves the kernel normally
+        self.is_float = facts.is_float
+        self.slot_type: dict[int, ElementType] = facts.slot_type
+        self.can_read, self.can_write = facts.can_read, facts.can_write
+        self.top = Frame(FUNC, (), (), 0, False, False)  # the innermost open frame
+        self.frames: list[Frame] = [self.top]
+        self.const_text: dict[Record, str] = {}  # f32 constant record -> operand text
+        self.var_locals: set[int] = set()  # locals declared as WGSL vars
+        self.known: dict[int, Record] = {}  # var locals whose value is a record in scope (control.py)
+        self.targeted: set[int] | None = set()  # openings some branch targets (None: unknown, all)
+        self.uses_brk = self.uses_fuel = self.uses_err = False
+        self.helpers: set[str] = set()
+        self.budget = lim.LOOP_BUDGET
+        self.emit_node = self._node_emitter()
+
+    def _grow(self, n: int) -> None:
+        self.names = V_NAMES.upto(n)
+        self.value_let = VALUE_LET.upto(n)
+        self.value_of_bits = VALUE_OF_BITS.upto(n)
+
+    # ---- operand stack -----------------------------------------------------------------------
+    def push_frame(self, frame: Frame) -> None:
+        self.frames.append(frame)
+        self.top = frame
+
+    def pop_frame(self) -> Frame:
+        frame = self.frames.pop()
+        self.top = self.frames[-1]
+        return frame
+
+    def pop(self, want: int) -> Record:
+        """Pop a value of type `want`; problems become a pending error so explicit checks still run.
+        Below the frame's height the stack is empty, except in unreachable code, where Wasm's stack
+        is polymorphic."""
+        stack = self.stack
+        frame = self.top
+        if len(stack) <= frame.height:
+            if frame.dead:
+                return (CONSTANT, want, 0)
+            if self.pending is None:
+                self.pending = CompileError(INVALID, "operand stack underflow")
+            return (NUMBER, want, 0)
+        rec = stack.pop()
+        if rec[1] != want and self.pending is None:
+            self.pending = CompileError(INVALID, "operand type mismatch")
+        return rec
+
+    def pop_types(self, types: tuple[int, ...]) -> list[Record]:
+        """Pop values of `types` (deepest first); returned in stack order."""
+        values = [self.pop(t) for t in reversed(types)]
+        values.reverse()
+        return values
+
+    def pop_any(self) -> Record:
+        frame = self.top
+        if len(self.stack) <= frame.height:
+            if not frame.dead and self.pending is None:
+                self.pending = CompileError(INVALID, "operand stack underflow")
+            return (CONSTANT, I32, 0)
+        return self.stack.pop()
+
+    def set_dead(self) -> None:
+        frame = self.top
+        frame.dead = True
+        del self.stack[frame.height:]
+
+    # ---- values ------------------------------------------------------------------------------
+    def new_value(self, form: Form) -> int:
+        n = len(self.depth)
+        if n >= len(self.names):
+            self._grow(n)
+        self.depth.append(0)
+        self.form.append(form)
+        self.ftext.append(self.names[n] if form == VALUE else self.value_of_bits[n])
+        return n
+
+    def let(self, form: Form, expr: str) -> int:
+        n = self.new_value(form)
+        self.emit(f"  let {self.names[n]}: {WGSL_TYPE[form]} = {expr};\n")
+        return n
+
+    def new_var(self) -> int:
+        n = self.new_value(BITS)
+        self.decls.append(f"  var {self.names[n]}: u32;\n")
+        return n
+
+    def new_node(self, op: NumericOp, left: Record, right: Record) -> int:
+        """A deferred node (lower.run_fast inlines this for the common case; both must stay identical)."""
+        depth = self.depth
+        ld = depth[left[2]] if left[0] == NUMBER else 0
+        rd = depth[right[2]] if right[0] == NUMBER else 0
+        if ld >= lim.MAX_DEPTH or rd >= lim.MAX_DEPTH:
+            ld, rd = self.depth_rule(left, right)
+        n = self.new_value(op.carrier)
+        self.nodes[n] = (op, left, right)
+        depth[n] = (ld if ld > rd else rd) + 1
+        return n
+
+    def depth_rule(self, left: Record, right: Record) -> tuple[int, int]:
+        """An operand chain already MAX_DEPTH deep is emitted first, left before right (emitting the
+        left one may emit the right one too); the operands' depths afterwards."""
+        depth = self.depth
+        ld = depth[left[2]] if left[0] == NUMBER else 0
+        if ld >= lim.MAX_DEPTH:
+            self.emit_node(left[2])
+            ld = 0
+        rd = depth[right[2]] if right[0] == NUMBER else 0
+        if rd >= lim.MAX_DEPTH:
+            self.emit_node(right[2])
+            rd = 0
+        return ld, rd
+
+    def _node_emitter(self) -> Callable[[int], None]:
+        """The recursive emitter of deferred nodes, a closure over the workspace (a hot path).
+        Recursion depth is at most MAX_DEPTH: the depth rule emits deeper chains early."""
+        depth, nodes, ftext, const_text, code = self.depth, self.nodes, self.ftext, self.const_text, self.code
+        const_operand = self.const_operand
+
+        def emit_node(n: int) -> None:
+            op, left, right = nodes[n]
+            if left[0] == NUMBER:
+                if depth[left[2]]:
+                    emit_node(left[2])
+                ltext = ftext[left[2]]
+            else:
+                ltext = const_text.get(left) or const_operand(left)
+            if right[0] == NUMBER:
+                if depth[right[2]]:
+                    emit_node(right[2])
+                rtext = ftext[right[2]]
+            else:
+                rtext = const_text.get(right) or const_operand(right)
+            depth[n] = 0
+            code.extend((self.value_let[n], ltext, op.infix, rtext, ";\n"))
+
+        return emit_node
+
+    def const_operand(self, rec: Record) -> str:
+        """An f32 constant feeding arithmetic (cached: kernels repeat their constants)."""
+        text = self.const_text[rec] = f"bitcast<f32>(0x{rec[2]:08x}u)"
+        return text
+
+    def materialise(self, n: int) -> None:
+        if not self.top.dead:
+            self.emit_node(n)
+
+    def flush_pending(self) -> None:
+        """Emit every pending node before a construct opens (see the module docstring)."""
+        if not self.top.dead:
+            depth = self.depth
+            for n in range(self.pending_from, len(depth)):
+                if depth[n]:
+                    self.emit_node(n)
+        self.pending_from = len(self.depth)
+
+    def drop_pending(self) -> None:
+        self.pending_from = len(self.depth)
+
+    def operand(self, rec: Record, form: Form) -> str:
+        """A value's WGSL text in `form`, emitting it first if it is a pending node."""
+        kind, _, value = rec
+        if kind == NUMBER:
+            if self.depth[value]:
+                self.materialise(value)
+            if self.form[value] == form:
+                return self.names[value]
+            return self.ftext[value] if form == VALUE else f"bitcast<u32>({self.names[value]})"
+        if kind == CONSTANT:
+            text = f"0x{value:08x}u"
+        elif kind == INDEX:
+            text = "index"
+        else:
+            raise CompileError(UNSUPPORTED, "buffer handle used as a value")
+        return f"bitcast<f32>({text})" if form == VALUE else text
+
+    def bits(self, rec: Record) -> str:
+        return self.operand(rec, BITS)
+
+    def launder(self, rec: Record) -> Record:
+        """A constant copied into a let, so that expressions using it are not const-expressions."""
+        return (NUMBER, rec[1], self.let(BITS, f"0x{rec[2]:08x}u"))
+
+    # ---- emission ----------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        if not self.top.dead:
+            self.code.append(line)
+
+    def code_bytes(self) -> int:
+        """Bytes of statements emitted so far (counted once each)."""
+        pieces, total = self.counted
+        code = self.code
+        if len(code) > pieces:
+            total += sum(map(len, code[pieces:]))
+            self.counted = (len(code), total)
+        return total
+
+    def raise_error_if(self, condition: str, code: KernelError) -> None:
+        if not self.top.dead:
+            self.uses_err = True
+            self.emit(f"  if ({condition}) {{\n" + raise_error(code) + "  }\n")
+
+    # ---- locals and buffer access ------------------------------------------------------------
+    def declare_locals(self) -> None:
+        r = self.r
+        max_locals = lim.MAX_LOCALS
+        for _ in range(r.count()):
+            n = r.u32()
+            wtype = r.byte()
+            if n > max_locals - len(self.locals):
+                raise CompileError(LIMIT, "expanded local limit")
+            if wtype != I32 and wtype != F32:
+                raise CompileError(UNSUPPORTED, "local type is unsupported")
+            if wtype == F32:
+                self.is_float = True
+            self.locals.extend([(CONSTANT, wtype, 0)] * n)
+            self.local_types.extend([wtype] * n)
+
+    def local_index(self) -> int:
+        i = self.r.u32()
+        if i >= len(self.locals):
+            raise CompileError(INVALID, "local index out of range")
+        return i
+
+    def access_operands(self) -> int:
+        """Pop (handle, element) of a write and return the slot (compiler.md §1.3.5 steps 2-5)."""
+        element = self.pop(I32)
+        handle = self.pop(I32)
+        if handle[0] != HANDLE:
+            raise CompileError(UNSUPPORTED, "handle is not a selected buffer slot")
+        if element[0] != INDEX:
+            raise CompileError(UNSUPPORTED, "element must be the original invocation index")
+        if self.pending is not None:
+            raise self.pending
+        return handle[2]
+
+    def check_slot(self, slot: int, intrinsic: Intrinsic, allowed: int) -> None:
+        if self.slot_type[slot] != intrinsic.elem:
+            raise CompileError(INVALID, "intrinsic type does not match declared slot")
+        if not allowed >> slot & 1:
+            raise CompileError(INVALID, "intrinsic violates slot access")
+
+    # ---- result ------------------------------------------------------------------------------
+    def finish(self) -> LoweredBody:
+        if self.gathers & self.writes:
+            raise CompileError(UNSUPPORTED, "gather read of a written slot")
+        decls = self.decls
+        if self.uses_brk:
+            decls.append("  var brk: u32 = 0u;\n")
+        if self.uses_fuel:
+            decls.append(f"  var fuel: u32 = {self.budget}u;\n")
+        if decls:
+            self.code[0] = "".join(decls)
+        rbw = self.rbw | (self.writes & ~self.exit_mw)
+        return LoweredBody("".join(self.code), self.reads, self.writes, rbw, self.is_float, self.uses_err,
+                           tuple(sorted(self.helpers)) if self.helpers else (), self.budget if self.uses_fuel else 0)
+
+
+assert SLOT_COUNT <= 32

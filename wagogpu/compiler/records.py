@@ -1,0 +1,60 @@
+"""Value records, the two WGSL forms a value travels in, and the numbered-name tables.
+
+A record is an immutable triple (kind, Wasm type byte, value), copied between the operand stack
+and the locals, never mutated (compiler.md §1.3.5 step 4). Because records are copied, `x + (x := 2)`
+sees the old x, and the invocation index keeps its identity through locals, which is what makes
+neighbour, gather and scatter writes impossible by construction.
+"""
+from __future__ import annotations
+
+import enum
+
+
+class Kind(enum.IntEnum):
+    """What a record's third field means."""
+
+    NUMBER = 0  # value n of the value table: a let, a var, a load or a deferred arithmetic node
+    CONSTANT = 1  # an i32 value or an f32 bit pattern (locals start as zero constants)
+    INDEX = 2  # the original invocation index (param 0 and unchanged copies of it)
+    HANDLE = 3  # the buffer that getBuffer(constant slot) selected; the value is the slot
+    VAR = 4  # only in the locals: the local lives in the WGSL `var l<i>` (control flow assigns it)
+
+
+class Form(enum.StrEnum):
+    """How a value is carried in WGSL: an i32, or an f32's bit pattern, in a u32; or an f32 value."""
+
+    BITS = "u"
+    VALUE = "f"
+
+
+WGSL_TYPE = {Form.BITS: "u32", Form.VALUE: "f32"}
+
+Record = tuple[int, int, int]
+
+# Plain-int copies of the kinds for the hot loops (records hold these ints; Kind members compare equal).
+NUMBER, CONSTANT, INDEX, HANDLE, VAR = (int(k) for k in Kind)
+
+
+class Names:
+    """A grow-only table of numbered texts ("v12", "  let v12: f32 = ", ...), shared by all lowerings.
+
+    String formatting is a large part of lowering time, so each numbered text is made once per
+    process. A table is replaced, never mutated, so a lowering holding an older one never sees it
+    change; a lowering that needs more names asks again.
+    """
+
+    def __init__(self, template: str):
+        self.template = template
+        self.table: list[str] = []
+
+    def upto(self, n: int) -> list[str]:
+        table = self.table
+        if len(table) <= n:
+            size = max(n + 1, 2 * len(table), 256)
+            self.table = table = [self.template % i for i in range(size)]
+        return table
+
+
+V_NAMES = Names("v%d")  # a value's name
+VALUE_LET = Names("  let v%d: f32 = ")  # the head of a deferred f32 node's statement
+VALUE_OF_BITS = Names("bitcast<f32>(v%d)")  # a bits-form value used as an f32 operand
