@@ -50,8 +50,8 @@ def compile_buffer_wgsl(source: bytes, kernel: KernelConfig) -> str:
     return _compile(source, kernel)
 
 
-def compile_wgsl(source: bytes, export: str) -> str:
-    """WGSL for a legacy (f32) -> f32 kernel; raises CompileError."""
+def compile_wgsl(source: bytes, export: str, storage_binding: int = 0) -> str:
+    """WGSL for a legacy (f32) -> f32 kernel, its array at `storage_binding`; raises CompileError."""
     from .compiler import compile_wgsl as _compile
 
-    return _compile(source, export)
+    return _compile(source, export, storage_binding=storage_binding)

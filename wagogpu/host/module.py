@@ -115,17 +115,16 @@ def _build_legacy(ctx: RuntimeContext, module: Module) -> None:
         return
     from ..compiler import CompileError, compile_wgsl
 
+    # The device's layouts put the 16-byte count uniform at binding 0; the legacy shader needs
+    # none, so its one storage array goes to binding 1 and binding 0 stays unused.
     try:
-        wgsl = compile_wgsl(module.wasm, cfg.kernel_export)
+        wgsl = compile_wgsl(module.wasm, cfg.kernel_export, storage_binding=1)
     except CompileError as exc:
         module.legacy_reason = exc.message
         return
     if not ctx.residency.usable or cfg.disabled or not cfg.relaxed_float:
         module.legacy_reason = ctx.device_reason or "no device"
         return
-    # The device's layouts put the 16-byte count uniform at binding 0; the legacy shader
-    # needs none, so its one storage array moves to binding 1 and binding 0 stays unused.
-    wgsl = wgsl.replace("@group(0) @binding(0) var<storage", "@group(0) @binding(1) var<storage")
     try:
         module.legacy_pipeline = ctx.residency.live.pipeline(wgsl, [False])
     except Exception as exc:
