@@ -29,6 +29,9 @@ DTYPES: dict[ElementType, np.dtype] = {t: np.dtype(d).newbyteorder("<") for t, d
     ElementType.F64: np.float64}.items()}
 
 
+_TYPE_NAMES = {dtype: t.name for t, dtype in DTYPES.items()}
+
+
 class BufferAccessError(ValueError):
     """A host-side buffer access refused with an ABI status (``.status``)."""
 
@@ -111,6 +114,20 @@ def _refusal(status: Status, buf: Buffer) -> str:
     return f"reading buffer {buf.handle} back from the device failed"
 
 
+def _integers_as_given(values: object, target: np.dtype) -> np.ndarray:
+    """values as an array; a sequence of Python ints for an integer buffer exactly as given (numpy
+    would turn a U64 above 2**63 into a float64, and anything beyond 64 bits into objects)."""
+    if target.kind not in "iu" or isinstance(values, np.ndarray) or not isinstance(values, (list, tuple)):
+        return np.asarray(values)
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        return np.asarray(values)
+    info = np.iinfo(target)
+    for v in values:
+        if not info.min <= v <= info.max:
+            raise ValueError(f"write_buffer: {v} is outside the {_TYPE_NAMES[target]} range {info.min}..{info.max}")
+    return np.array(values, dtype=target)
+
+
 def as_elements(buf: Buffer, values: object) -> np.ndarray:
     """values as a C-contiguous one-dimensional array of buf's stored form, or TypeError/ValueError.
 
@@ -119,7 +136,7 @@ def as_elements(buf: Buffer, values: object) -> np.ndarray:
     wider floats rounded as writeBufferF16 rounds an f32 (to nearest even, every NaN canonical).
     """
     target = DTYPES[buf.type]
-    array = np.asarray(values)
+    array = _integers_as_given(values, target)
     if array.ndim != 1:
         raise ValueError(f"write_buffer: values must be one-dimensional, got shape {array.shape}")
     kind = array.dtype.kind
