@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import emit, environment
+from examples.progress import Progress
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
 
 GUEST = Path(__file__).resolve().parent.parent / "examples" / "guests" / "mandelbrot.wasm"
@@ -164,10 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if not args.skip_step:
             paths.append((RenderPath("gpu_step", "render", gpu_host, gpu_module, STEP), args.iterations))
+        progress = Progress(len(sizes) * len(paths), "mandelbrot")
         for width, height in sizes:
             reference = None
             direct_ms = None
             for path, gpu_dispatches in paths:
+                progress.step(f"{path.name} {width}x{height}")
                 rec, counts = path.run(width, height, args.iterations, args.repeats, reference)
                 if path.name == "direct_cpu":
                     reference = counts
@@ -183,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                 if path.name == "gpu_loop":
                     rec["meets_target"] = rec["speedup_over_direct_warm"] >= TARGET_SPEEDUP
                 record({**rec, **common, "host": "gpu" if path.host is gpu_host else "cpu (GPU disabled)"})
+        progress.close()
         if software and not args.allow_software_adapter:
             problems.append("software adapter")
     except BenchError as exc:
