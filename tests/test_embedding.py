@@ -268,3 +268,47 @@ def test_wat_errors_keep_line_column_and_caret(make_host):
     with pytest.raises(ModuleError, match=r"^not a Wasm module: the bytes start with b'# not wa'"):
         host.compile(b"# not wat")
     assert host.instantiate(host.compile(b";; a comment first\n(module)")) is not None
+
+
+# -- every error status has a reason ---------------------------------------------------------------------
+def test_every_error_status_records_a_reason(guest):
+    inst = guest.inst
+    a, b, small = guest.create(F32, 4), guest.create(F32, 4), guest.create(F32, 2)
+    i32 = guest.create(ElementType.I32, 4)
+
+    def last_after(*call) -> tuple[int, str, str]:
+        status = inst.call(*call)
+        op = guest.host.buffer_snapshot().last
+        return status, op.reason_code, op.reason
+
+    iid = inst.id
+    assert last_after("freeBuffer", 999) == (Status.INVALID_HANDLE, "CONTRACT_ERROR",
+                                              f"handle 999 is not a live buffer of instance {iid}")
+    assert last_after("bindBuffer", 8, a) == (Status.INVALID_BINDING, "CONTRACT_ERROR", "slot 8 is not below 8")
+    assert last_after("setBuffer32", a, 3, 0, 0, 2) == (
+        Status.INVALID_RANGE, "CONTRACT_ERROR", f"elements [3, 5) lie past the end of buffer {a} (F32, 4 elements)")
+    assert last_after("copyBuffer32", a, 0, 0, 65535, 4) == (
+        Status.INVALID_RANGE, "CONTRACT_ERROR", "guest bytes [65535, 65551) lie past memory 0's 65536 bytes")
+    assert last_after("dispatch", 1, 4) == (Status.INVALID_BINDING, "CONTRACT_ERROR",
+                                            "kernel 1 declares slot 0, which has no buffer bound")
+    guest.bind(a, a)
+    assert last_after("dispatch", 1, 4)[2] == (f"buffer {a} fills slot 1 and another declared slot "
+                                               "(a handle may fill one slot)")
+    guest.bind(a, i32)
+    assert last_after("dispatch", 1, 4) == (Status.TYPE_MISMATCH, "CONTRACT_ERROR",
+                                            f"kernel 1 declares slot 1 F32; buffer {i32} bound there is I32")
+    guest.bind(small, b)
+    assert last_after("dispatch", 1, 4) == (
+        Status.INVALID_RANGE, "CONTRACT_ERROR", f"count 4 exceeds the 2 elements of buffer {small} in slot 0 "
+                                                "(every bound buffer holds at least count elements)")
+    assert last_after("dispatch", 9, 4) == (Status.INVALID_KERNEL, "CONTRACT_ERROR", "no kernel with ID 9")
+    status, handle = unpack_result(inst.call("createBufferPacked", 99, 1))
+    op = guest.host.buffer_snapshot().last
+    assert (status, op.reason) == (Status.TYPE_MISMATCH, "unknown element type 99")
+    status, _ = unpack_result(inst.call("createBufferPacked", 8, 10_000_001))
+    assert (status, guest.host.buffer_snapshot().last.reason) == (Status.LIMIT_EXCEEDED,
+                                                                  "count 10000001 is above max_elements 10000000")
+    failure = guest.host.buffer_snapshot().last_failure
+    assert failure.import_name == "createBufferPacked" and failure.status == Status.LIMIT_EXCEEDED
+    assert inst.call("freeBuffer", a) == Status.OK
+    assert guest.host.buffer_snapshot().last_failure.status == Status.LIMIT_EXCEEDED  # kept across successes
