@@ -53,3 +53,19 @@ def test_left_as_it_is_where_the_match_cannot_be_known(config, gpu_ids, adapters
 def test_a_configured_backend_is_the_one_counted():
     match = match_gpu(CONFIG.with_changes(backend="gl"), ("0",), NODE, node_gpus=1)
     assert match.config.adapter == 5 and match.note.endswith("(gl)")
+
+
+def test_an_argument_out_of_range_is_a_usage_error_of_the_job():
+    from wagogpu.ray.actor import JobRunner
+    from wagogpu.ray.jobs import FailureKind, JobError, WireJob
+
+    runner = JobRunner(Config(disabled=True))
+    try:
+        wat = '(module (func (export "f") (param i32) (result i32) local.get 0))'
+        with pytest.raises(JobError) as caught:
+            runner.run(WireJob("f", (wat,), "f", (2 ** 40,), (), None, False, True))
+        assert caught.value.kind is FailureKind.USAGE
+        assert caught.value.message == "f: argument 1 (i32) is 1099511627776, outside -2147483648..4294967295"
+        assert runner.run(WireJob("f", (wat,), "f", (5,), (), None, False, True)).value == 5
+    finally:
+        runner.shutdown()

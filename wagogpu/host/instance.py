@@ -41,32 +41,12 @@ from .management import ManagementImports
 from .memexports import memory_export_name
 from .module import Module
 from .transfers import TransferImports
+from .wasi import set_wasi
 
 _ids = itertools.count(1)
 ACCESSOR_PAGES = 1  # the accessor memory's initial size; it grows as buffers are created
 _ACCESSOR_SERVED = frozenset(SCALAR_IMPORTS) | frozenset(GC_IMPORTS)
 _NO_EXPORTS: Mapping[str, Extern] = {}
-
-
-def imports_wasi(module: Module) -> bool:
-    return any(imp.module.startswith("wasi") for imp in module.compiled.imports)
-
-
-def set_wasi(store: wasmtime.Store, wasi: wasmtime.WasiConfig | None, module: Module) -> bool:
-    """Give the store the caller's WASI context, or the default (stdout and stderr inherited) when
-    the module imports WASI; True when the linker must define WASI."""
-    if wasi is None:
-        if not imports_wasi(module):
-            return False
-        wasi = wasmtime.WasiConfig()
-        wasi.inherit_stdout()
-        wasi.inherit_stderr()
-    try:
-        store.set_wasi(wasi)
-    except ValueError:  # wasmtime-py consumes a WasiConfig when a store takes it
-        raise ValueError("wasi: this WasiConfig was given to an earlier instance (wasmtime consumes it); "
-                         "make one per instance") from None
-    return True
 
 
 def next_id() -> int:

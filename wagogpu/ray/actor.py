@@ -85,9 +85,10 @@ def run_on_instance(host: Host, module: Module, job: WireJob) -> tuple[Any, dict
         return value, read_back(inst, job.reads)
     except wasmtime.Trap as exc:
         raise trap_error(job.export, exc) from None
-    except (KeyError, IndexError, TypeError, wasmtime.WasmtimeError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, wasmtime.WasmtimeError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise JobError(FailureKind.USAGE, f"{job.export}: {message}") from None
+        named = message if message.startswith(f"{job.export}: ") else f"{job.export}: {message}"
+        raise JobError(FailureKind.USAGE, named) from None
     finally:
         inst.close()
 
