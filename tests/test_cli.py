@@ -432,3 +432,8 @@ def test_the_drivers_xdg_runtime_dir_lines_are_silenced():
     loud = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**env, "WAGOGPU_KEEP_DRIVER_LOG": "1"})
     assert "XDG_RUNTIME_DIR is invalid or not set" in loud.stderr  # the lines the silencing removes
+
+
+def test_demo_takes_the_adapter_flags(capsys):
+    assert_error(capsys, ["demo", "--allow-software-adapter", "--adapter", "no such gpu"],
+                 "adapter: adapter name 'no such gpu' matches no adapter; adapters: 0: ")

@@ -210,3 +210,17 @@ def test_a_host_function_may_replace_a_wasi_function(make_host):
         '(module (import "wasi_snapshot_preview1" "environ_sizes_get" (func $e (param i32 i32) (result i32)))'
         ' (func (export "f") (result i32) (call $e (i32.const 0) (i32.const 4))))'))
     assert inst.call("f") == 52
+
+
+def test_a_host_function_may_call_the_export_that_called_it(make_host):
+    """Instance.call is re-entrant: an export calling a host function calling the same export."""
+    host = make_host()
+    box: dict[str, object] = {}
+    host.define_func("env", "down", wasmtime.FuncType([I32], [I32]),
+                     lambda n: box["inst"].call("count", n - 1) + 10)
+    inst = box["inst"] = host.instantiate(host.compile(
+        '(module (import "env" "down" (func $down (param i32) (result i32)))'
+        ' (func (export "count") (param i32) (result i32)'
+        '   (if (result i32) (i32.eqz (local.get 0)) (then (i32.const 1))'
+        '     (else (i32.add (local.get 0) (call $down (local.get 0)))))))'))
+    assert inst.call("count", 3) == 3 + 10 + 2 + 10 + 1 + 10 + 1
