@@ -11,7 +11,6 @@ from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Any
 
-from .abi.table import Access, ElementType
 from .abi.kernel import (CPU_PREFIX, KERNEL_PREFIX, MAX_EXPORT_NAME_BYTES, BindingConfig, KernelConfig,
                          kernel_contract_problem)
 from .errors import ConfigError
