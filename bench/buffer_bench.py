@@ -17,11 +17,12 @@ import platform
 import sys
 import time
 from dataclasses import fields
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from bench.common import emit, environment
+from examples.progress import Progress
 from bench.work_guest import EXACT, KERNEL_IDS, input_values, reference, wat
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
 from wagogpu.diagnostics import BufferOperation
@@ -231,7 +232,8 @@ def best_window(fn, min_window_s: float, windows: int) -> float:
     return best
 
 
-def run_ladder(kernel: str, args: argparse.Namespace, env: dict[str, Any], progress) -> list[dict[str, Any]]:
+def run_ladder(kernel: str, args: argparse.Namespace, env: dict[str, Any],
+               progress: Callable[[str], None]) -> list[dict[str, Any]]:
     records = []
     for n in LADDERS[kernel]:
         case = Case(kernel, n, args)
@@ -284,15 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     env = environment()
     out = open(args.out, "a") if args.out else None
     jobs = [] if args.no_cases else [(k, n) for k in kernels for n in sizes]
-    done = [0]
-    total = len(jobs) + sum(len(LADDERS[k]) for k in args.ladder)
-
-    def progress(label: str) -> None:
-        done[0] += 1
-        width = 30
-        filled = int(width * done[0] / max(1, total))
-        print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done[0]}/{total} {label:40}", end="", file=sys.stderr,
-              flush=True)
+    progress = Progress(len(jobs) + sum(len(LADDERS[k]) for k in args.ladder), "buffer_bench")
 
     def publish(record: dict[str, Any]) -> None:
         emit(record)
@@ -302,15 +296,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for kernel, n in jobs:
             publish(run_case(kernel, n, args, env))
-            progress(f"{kernel} {n}")
+            progress.step(f"{kernel} {n}")
         for kernel in args.ladder:
-            for record in run_ladder(kernel, args, env, progress):
+            for record in run_ladder(kernel, args, env, progress.step):
                 publish(record)
     except BenchError as exc:
-        print(f"\nbuffer_bench: error: {exc}", file=sys.stderr)
+        progress.close()
+        print(f"buffer_bench: error: {exc}", file=sys.stderr)
         return 1
     finally:
-        print(file=sys.stderr)
+        progress.close()
         if out:
             out.close()
     return 0

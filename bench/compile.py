@@ -21,6 +21,7 @@ from pathlib import Path
 
 import wasmtime
 
+from examples.progress import Progress
 from wagogpu.abi.table import Access, ElementType
 from wagogpu.compiler import compile_buffer_wgsl, compile_wgsl
 from wagogpu.compiler.buffer import lower_kernel
@@ -148,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     common = {"bench": "compile", "python": platform.python_version(), "implementation":
               platform.python_implementation(), "machine": platform.machine()}
     medians = {}
-    for name, source, kernel in cases():
+    chosen = cases()
+    progress = Progress(len(chosen) + 1, "compile")
+    for name, source, kernel in chosen:
+        progress.step(name)
         wgsl = compile_buffer_wgsl(source, kernel)
         total = _times_us(lambda: compile_buffer_wgsl(source, kernel), args.iterations, args.warmup)
         module = decode_module(source)
@@ -159,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                         "p90_us": round(_p90(total), 2), "iterations": args.iterations, "wgsl_bytes": len(wgsl),
                         "source_bytes": len(source), "decode_median_us": round(statistics.median(decode), 2),
                         "lower_emit_median_us": round(statistics.median(lower), 2)})
+    progress.step("legacy_heavy")
     heavy = bytes(wasmtime.wat2wasm(LEGACY_HEAVY_WAT))
     legacy = _times_us(lambda: compile_wgsl(heavy, "kernel"), args.iterations, args.warmup)
     records.append({**common, "name": "legacy_heavy", "median_us": round(statistics.median(legacy), 2),
@@ -168,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                     "target_us": TARGET_POLYNOMIAL_US,
                     "ratio": round(medians["polynomial"] / TARGET_POLYNOMIAL_US, 3),
                     "meets_target": medians["polynomial"] <= TARGET_POLYNOMIAL_US})
+    progress.close()
     lines = [json.dumps(r, sort_keys=True) for r in records]
     print("\n".join(lines), flush=True)
     if args.out:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import emit, environment, poly32_numpy, summary, timed
+from examples.progress import Progress
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
 
 GUEST = Path(__file__).parent / "guests" / "cpu_fallback.wat"
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     env = environment()
     config = Config(kernels=[kernel_config(i, n) for n, (i, _) in KERNELS.items()], disabled=True)
     failures = 0
-    with Host(config) as host:
+    with Host(config) as host, Progress(len(sizes) * len(KERNELS), "cpu_fallback") as progress:
         inst = host.instantiate(host.compile(GUEST.read_text()))
         for n in sizes:
             inst.call("reserve", n)
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             if inst.call("setup", n) != 0:
                 raise SystemExit(f"setup failed at n={n}")
             for name, (kernel_id, reference) in KERNELS.items():
+                progress.step(f"{name} {n}")
                 want = reference(x)
                 repeats = max(1, min(args.repeats, int(2e7 // max(n, 1))))
                 plugin = timed(lambda: inst.call(f"wago_gpu.cpu.{name}", n), repeats)

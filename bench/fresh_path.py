@@ -22,6 +22,7 @@ import numpy as np
 
 from bench.buffer_bench import BenchError, check, kernel_configs
 from bench.common import CallTimer, emit, environment
+from examples.progress import Progress
 from bench.host_overhead import device_layer
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
 from wagogpu import Config, Host, memcopy
@@ -130,13 +131,14 @@ def one_rep(v: Variant, k: int, n: int, timer: CallTimer, breakdown: bool) -> tu
 
 
 def measure(variants: list[Variant], kname: str, n: int, x: np.ndarray, args: argparse.Namespace,
-            timer: CallTimer) -> bool:
+            timer: CallTimer, progress: Progress) -> bool:
     """Every variant, blocks alternated; True when every copied-back output was right."""
     k = KERNEL_IDS[kname]
     want = reference(kname, x)
     ok = True
     for block in range(args.blocks):
         for v in variants:
+            progress.step(f"{kname} block {block + 1} {v.name}")
             with _copy_threads_doubled(v.more_threads):
                 for _ in range(2):  # settle hints for this setting
                     v.inst.call("sample", k, n)
@@ -177,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     info = variants[0].host.device.info
     adapter = f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}"
     ok = True
-    for kname in args.kernel or ["twice", "polynomial"]:
+    kernels = args.kernel or ["twice", "polynomial"]
+    progress = Progress(len(kernels) * args.blocks * len(variants), "fresh_path")
+    for kname in kernels:
         first = time.perf_counter()
         status = variants[0].inst.call("sample", KERNEL_IDS[kname], n)
         first = time.perf_counter() - first
@@ -190,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         timer = CallTimer([t for v in variants for t in device_layer(v.host.device)] + targets)
         if args.breakdown:
             timer.start()
-        ok &= measure(variants, kname, n, x, args, timer)
+        ok &= measure(variants, kname, n, x, args, timer, progress)
         if args.breakdown:
             timer.stop()
         for v in variants:
@@ -199,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                   **{f"{key}_ms": round(statistics.median(vals) * 1e3, 4) for key, vals in v.rows.items()},
                   "copy_back_allocations_median": statistics.median(v.allocations),
                   "samples": len(v.rows["set"]), "adapter": adapter, **environment()})
+    progress.close()
     for v in variants:
         v.host.close()
     return 0 if ok else 1

@@ -175,6 +175,26 @@ def _code(root: str) -> dict[str, Any]:
             "code_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
+def measurements(dev: Any, pipe: Any, args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """The warm figures, in the order they run: (label, measurement)."""
+    small_rep = max(args.repeat * 10, 100)
+    n = args.large
+    return [
+        ("round_trip_1024", lambda: round_trip(dev, pipe, 1024, small_rep, "round_trip_1024", 100e-6)),
+        ("round_trip_1024 readahead",
+         lambda: round_trip(dev, pipe, 1024, small_rep, "round_trip_1024", 100e-6, readahead=True)),
+        ("resident 1024", lambda: resident(dev, pipe, 1024, small_rep, timestamps=False)),
+        ("resident 1024 timestamps", lambda: resident(dev, pipe, 1024, small_rep, timestamps=True)),
+        ("round_trip_large", lambda: round_trip(dev, pipe, n, args.repeat, "round_trip_large", 4e-3)),
+        ("round_trip_large out=", lambda: round_trip(dev, pipe, n, args.repeat, "round_trip_large", 4e-3,
+                                                     use_out=True)),
+        *([] if args.quick else [("round_trip_large_stages", lambda: round_trip(
+            dev, pipe, n, max(5, args.repeat // 3), "round_trip_large_stages", None, staged=True))]),
+        ("resident large", lambda: resident(dev, pipe, n, args.repeat, timestamps=False)),
+        ("resident large timestamps", lambda: resident(dev, pipe, n, args.repeat, timestamps=True)),
+    ]
+
+
 def main() -> int:
     global OUT, CODE
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -225,18 +245,13 @@ def main() -> int:
     t0 = _perf()
     dev.pipeline(WGSL_X2, [True, False])
     emit(dev, {"bench": "pipeline", "phase": "warm_cache_hit", "lookup_s": _perf() - t0})
-    small_rep = max(args.repeat * 10, 100)
-    round_trip(dev, pipe, 1024, small_rep, "round_trip_1024", 100e-6)
-    round_trip(dev, pipe, 1024, small_rep, "round_trip_1024", 100e-6, readahead=True)
-    resident(dev, pipe, 1024, small_rep, timestamps=False)
-    resident(dev, pipe, 1024, small_rep, timestamps=True)
-    n = args.large
-    round_trip(dev, pipe, n, args.repeat, "round_trip_large", 4e-3)
-    round_trip(dev, pipe, n, args.repeat, "round_trip_large", 4e-3, use_out=True)
-    if not args.quick:
-        round_trip(dev, pipe, n, max(5, args.repeat // 3), "round_trip_large_stages", None, staged=True)
-    resident(dev, pipe, n, args.repeat, timestamps=False)
-    resident(dev, pipe, n, args.repeat, timestamps=True)
+    steps = measurements(dev, pipe, args)
+    from examples.progress import Progress  # after the checkout's root is on sys.path
+
+    with Progress(len(steps), "gpu_backend") as progress:
+        for label, step in steps:
+            progress.step(label)
+            step()
     stats = dev.stats
     emit(dev, {"bench": "device_stats", **{k: getattr(stats, k) for k in stats.__dataclass_fields__}})
     dev.close()

@@ -19,6 +19,7 @@ import numpy as np
 
 from bench.buffer_bench import kernel_configs
 from bench.common import CallTimer, emit, environment
+from examples.progress import Progress
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
 from wagogpu import Config, Host
 from wagogpu.buffers import TransferTuning
@@ -162,23 +163,30 @@ def main(argv: list[str] | None = None) -> int:
     inst, x = guest(host, n)
     inst_plain, _ = guest(plain, n)
     k = KERNEL_IDS["twice"]
+    progress = Progress(4 + bool(args.profile_out), "host_overhead")
+    progress.step("single calls")
     figures: dict[str, float | None] = {
         "python_to_wasm_call_us": median_us(lambda: inst.call("grow_to", 0)),
         "set_import_us": median_us(lambda: inst.call("upload", n)),
         "resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
     }
+    progress.step("round trips")
     figures.update(round_trip_parts({"": inst, "_no_readahead": inst_plain}, k, n))
     got = inst.memory_view().view(np.float32)[2 * n:3 * n]
     checked = bool(np.array_equal(got, reference("twice", x)))
     if args.profile_out:
+        progress.step("profile")
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(CALLS):
             inst.call("sample", k, n)
         prof.disable()
         prof.dump_stats(args.profile_out)
+    progress.step("device share")
     figures.update(device_share(inst, k, n))
+    progress.step("host only")
     figures.update(host_only(inst, k, n))
+    progress.close()
     info = host.device.info
     emit({"bench": "host_overhead", "mode": "gpu", "elements": n, "checked": checked, **figures,
           "adapter": f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}", **environment()})

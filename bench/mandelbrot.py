@@ -24,11 +24,12 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from bench.common import emit, environment
+from examples.progress import Progress
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
 
 GUEST = Path(__file__).resolve().parent.parent / "examples" / "guests" / "mandelbrot.wasm"
@@ -122,6 +123,33 @@ def check_gpu_record(record: dict[str, Any], expected_dispatches: int) -> list[s
     return problems
 
 
+def run_size(paths: list[tuple[RenderPath, int]], width: int, height: int, args: argparse.Namespace,
+             gpu_host: Host, common: dict[str, Any], record: Callable[[dict[str, Any]], None],
+             progress: Progress) -> list[str]:
+    """Every path at one image size, each checked against render_direct; the problems found."""
+    problems: list[str] = []
+    reference = None
+    direct_ms = None
+    for path, gpu_dispatches in paths:
+        progress.step(f"{path.name} {width}x{height}")
+        rec, counts = path.run(width, height, args.iterations, args.repeats, reference)
+        if path.name == "direct_cpu":
+            reference = counts
+            direct_ms = (rec["cold_ms"], rec["warm_median_ms"])
+            rec["pixels_differing_from_direct"] = 0
+        else:
+            rec["speedup_over_direct_warm"] = direct_ms[1] / rec["warm_median_ms"]  # type: ignore[index]
+            rec["speedup_over_direct_cold"] = direct_ms[0] / rec["cold_ms"]  # type: ignore[index]
+        if path.host is gpu_host and path.kernel is not None:
+            problems += check_gpu_record(rec, gpu_dispatches)
+        elif path.kernel is not None and (rec["gpu_dispatches"] or rec["pixels_differing_from_direct"]):
+            problems.append(f"{path.name}: the CPU path must match render_direct exactly, on the CPU")
+        if path.name == "gpu_loop":
+            rec["meets_target"] = rec["speedup_over_direct_warm"] >= TARGET_SPEEDUP
+        record({**rec, **common, "host": "gpu" if path.host is gpu_host else "cpu (GPU disabled)"})
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1920x1080,2560x1440", help="WxH,... (default 1920x1080,2560x1440)")
@@ -164,25 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if not args.skip_step:
             paths.append((RenderPath("gpu_step", "render", gpu_host, gpu_module, STEP), args.iterations))
+        progress = Progress(len(sizes) * len(paths), "mandelbrot")
         for width, height in sizes:
-            reference = None
-            direct_ms = None
-            for path, gpu_dispatches in paths:
-                rec, counts = path.run(width, height, args.iterations, args.repeats, reference)
-                if path.name == "direct_cpu":
-                    reference = counts
-                    direct_ms = (rec["cold_ms"], rec["warm_median_ms"])
-                    rec["pixels_differing_from_direct"] = 0
-                else:
-                    rec["speedup_over_direct_warm"] = direct_ms[1] / rec["warm_median_ms"]  # type: ignore[index]
-                    rec["speedup_over_direct_cold"] = direct_ms[0] / rec["cold_ms"]  # type: ignore[index]
-                if path.host is gpu_host and path.kernel is not None:
-                    problems += check_gpu_record(rec, gpu_dispatches)
-                elif path.kernel is not None and (rec["gpu_dispatches"] or rec["pixels_differing_from_direct"]):
-                    problems.append(f"{path.name}: the CPU path must match render_direct exactly, on the CPU")
-                if path.name == "gpu_loop":
-                    rec["meets_target"] = rec["speedup_over_direct_warm"] >= TARGET_SPEEDUP
-                record({**rec, **common, "host": "gpu" if path.host is gpu_host else "cpu (GPU disabled)"})
+            problems += run_size(paths, width, height, args, gpu_host, common, record, progress)
+        progress.close()
         if software and not args.allow_software_adapter:
             problems.append("software adapter")
     except BenchError as exc:

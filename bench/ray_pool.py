@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from bench.common import emit, environment
+from examples.progress import Progress
 from examples.ray_pool.tiles import GUEST, TILE_KERNEL, Tile, cut, paste, read_tile, tile_args, tile_job
 from wagogpu import Config, Host
 
@@ -251,10 +252,12 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, record: Callable[..., None]) -> int:
     config = configure(args.mode, args.allow_software_adapter)
     work = Workload(args.width, args.height, args.iterations, args.tile)
-    with Host(config) as host:
+    with Host(config) as host, Progress(1 + len(args.actors), "ray_pool") as progress:
+        progress.step("plain Host")
         plain = measure_plain(host, work, args.repeats, args.mode == "h200", record)
         one_actor_s: float | None = None
         for actors in args.actors:
+            progress.step(f"pool of {actors}")
             seconds = measure_pool(config, actors, work, args, plain, one_actor_s, record)
             if actors == 1:
                 one_actor_s = seconds

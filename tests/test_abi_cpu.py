@@ -448,7 +448,7 @@ def test_closing_instance_traps_12_and_host_close_is_idempotent(make_host):
     assert unpack_result(inst.exports["createBufferPacked"](inst.store, 8, 1)) == (Status.INVALID_STATE, 0)
     assert host.buffer_snapshot().last.status == Status.INVALID_STATE
     inst.close()
-    with pytest.raises(KeyError, match="closed"):
+    with pytest.raises(ValueError, match="closed"):
         inst.call("readbitsF32", h, 0)
     host.close()
     host.close()

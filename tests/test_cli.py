@@ -105,7 +105,7 @@ def test_info_json_choices(capsys):
 def test_compile_buffer_kernel(capsys):
     code, out, err = run_cli(capsys, "compile", DOUBLE, "--kernel", "double", "--binding", "0:F32:read",
                              "--binding", "1:f32:WRITE")
-    assert code == 0 and err == []
+    assert code == 0 and all(line.startswith("note: ") for line in err), err  # the rules it sees: compile_rules tests
     assert "@compute" in out and "var<storage, read> slot0" in out and "var<storage, read_write> slot1" in out
 
 
@@ -126,7 +126,9 @@ def test_compile_errors_are_compile_errors(capsys, tmp_path):
     code, out, err = run_cli(capsys, "compile", MANDELBROT, "--kernel", "mandel", "--binding", "0:U32:read",
                              "--binding", "1:U32:write", "--binding", "3:F64:read")
     assert code == 1 and out == ""
-    assert len(err) == 1 and err[0].startswith("CompileError UNSUPPORTED: "), err
+    assert len(err) == 2 and err[0].startswith("CompileError UNSUPPORTED: "), err
+    assert err[1] == ("note: the kernel runs on the CPU only: every valid dispatch answers 1 (reason "
+                      "UNSUPPORTED_KERNEL) and the guest runs wago_gpu.cpu.mandel")
     code, _, err = run_cli(capsys, "compile", DOUBLE, "--kernel", "missing", "--binding", "0:F32:read")
     assert code == 1 and err[0].startswith("CompileError INVALID_CONTRACT: ")
     code, _, err = run_cli(capsys, "compile", START, "--legacy", "wago_gpu.kernel.double")
@@ -148,10 +150,12 @@ def test_compile_user_errors(capsys, tmp_path):
     assert_error(capsys, ["compile", bad, "--kernel", "double", "--binding", "0:F32:read"], "invalid module")
     garbage = tmp_path / "garbage.wasm"
     garbage.write_bytes(bytes(range(200, 256)))
-    assert_error(capsys, ["compile", garbage, "--kernel", "double", "--binding", "0:F32:read"], "invalid module")
+    assert_error(capsys, ["compile", garbage, "--kernel", "double", "--binding", "0:F32:read"], "not a Wasm module")
     wat = tmp_path / "bad.wat"
     wat.write_text("(module (func (export \"f\") (i32.bogus)))")
-    assert_error(capsys, ["compile", wat, "--kernel", "double", "--binding", "0:F32:read"], "invalid WAT")
+    code, _, err = run_cli(capsys, "compile", wat, "--kernel", "double", "--binding", "0:F32:read")
+    assert code == 2 and err[0].startswith(f"wagogpu: error: {wat}: invalid WAT at line 1, column 29: "), err
+    assert err[1:] == ['    1 | (module (func (export "f") (i32.bogus)))', "      |" + " " * 29 + "^"]
     assert_error(capsys, ["compile", DOUBLE, "--kernel", "double"], "at least one --binding")
     assert_error(capsys, ["compile", DOUBLE], "--kernel")
     assert_error(capsys, ["compile", DOUBLE, "--legacy", "x", "--kernel", "double"], "--legacy")
@@ -164,7 +168,9 @@ def test_run_cpu(capsys, config_file):
     lines = out.splitlines()
     assert lines[0] == "result: 1"
     assert lines[1] == "device: none (DISABLED: GPU disabled)"
-    assert lines[2].startswith("last operation: freeBuffer, status 0, outcome OK")
+    assert lines[2].startswith("last operation: freeBuffer, status OK (0), outcome OK")
+    assert lines[3].startswith("last dispatch: kernel 1 count 4, status CPU_FALLBACK (1), outcome CPU_FALLBACK_READY "
+                               "(DISABLED: GPU disabled)"), lines[3]
 
 
 def test_run_gpu(capsys, config_file):
@@ -249,7 +255,9 @@ def test_run_user_errors(capsys, config_file, tmp_path):
                           "--cpu"], "out of range")
     bad = tmp_path / "bad.wat"
     bad.write_text("(module")
-    assert_error(capsys, ["run", bad, "--config", config, "--cpu"], "invalid WAT")
+    code, _, err = run_cli(capsys, "run", bad, "--config", config, "--cpu")
+    assert code == 2 and err == [f"wagogpu: error: {bad}: invalid WAT at line 1, column 8: expected `)`",
+                                 "    1 | (module", "      |        ^"]
     link = tmp_path / "link.wat"
     link.write_text('(module (import "env" "f" (func)))')
     assert_error(capsys, ["run", link, "--config", config, "--cpu"], "cannot instantiate", "env::f")
@@ -306,3 +314,126 @@ def test_bench_runs_one_with_arguments(capfd):
 
 def test_bench_unknown(capsys):
     assert_error(capsys, ["bench", "nope"], "unknown benchmark 'nope'", "cpu_fallback")
+
+
+# -- embedding additions: version, adapters, diagnostics, compile rules, driver noise ----------------------
+def test_version(capsys):
+    from wagogpu import __version__
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"wagogpu {__version__}\n"
+
+
+def test_info_numbers_the_adapters_and_probes_one_by_index(capsys):
+    code, out, _ = run_cli(capsys, "info")
+    assert code == 0 and "  [0] " in out
+    if HARDWARE_REQUIRED:
+        return
+    code, out, _ = run_cli(capsys, "info", "--probe", "--allow-software-adapter", "--backend", "gl", "--adapter",
+                           "LLVMPIPE")
+    assert code == 0 and "opened llvmpipe" in out and "OpenGL" in out.splitlines()[-1]
+    assert_error(capsys, ["info", "--probe", "--adapter", "99"], "--adapter/--backend: adapter index 99 matches "
+                                                                 "no adapter; adapters: 0: ")
+    assert_error(capsys, ["info", "--adapter", "0"], "--adapter and --backend choose the device --probe opens")
+
+
+def test_run_on_a_chosen_adapter(capsys, config_file):
+    config = config_file(DOUBLE_CONFIG)
+    line = assert_error(capsys, ["run", DOUBLE, "--config", config, "--call", "run", GPU_FLAG, "--adapter",
+                                 "no such gpu"], "adapter: adapter name 'no such gpu' matches no adapter; adapters: 0: ")
+    assert "[" not in line.split("adapters:")[0]
+    if HARDWARE_REQUIRED:
+        return
+    code, out, _ = run_cli(capsys, "run", DOUBLE, "--config", config, "--call", "run", GPU_FLAG, "--backend", "gl")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "result: 0" and lines[1].startswith("device: llvmpipe")
+    assert lines[3].startswith("last dispatch: kernel 1 count 4, status OK (0), outcome GPU, ")
+
+
+SAXPI_WAT = """(module
+  (import "wago_gpu_v1" "dispatch" (func $dispatch (param i32 i32) (result i32)))
+  (func (export "wago_gpu.kernel.saxpy") (param i32))
+  (func (export "wago_gpu.cpu.saxpy") (param i32))
+  (func (export "run") (result i32)
+    (if (i32.gt_u (call $dispatch (i32.const 1) (i32.const 4)) (i32.const 1)) (then unreachable))
+    (i32.const 0)))"""
+
+
+def test_a_trap_says_which_import_failed_before_it(capsys, config_file, tmp_path):
+    guest = tmp_path / "saxpi.wat"
+    guest.write_text(SAXPI_WAT)
+    config = config_file({"kernels": [{"id": 1, "name": "saxpi", "bindings": [[0, "F32", "read"]]}]})
+    line = assert_error(capsys, ["run", guest, "--config", config, "--call", "run", "--cpu"], code=1)
+    assert line == ("wagogpu: error: trap in run: wasm trap: wasm `unreachable` instruction executed; the last import "
+                    "that failed: dispatch kernel 1 count 4, status INVALID_KERNEL (10), outcome ERROR "
+                    "(CONTRACT_ERROR: wago_gpu.kernel.saxpi must be a defined (i32) -> () export)")
+
+
+KERNEL_WAT = """(module
+  (import "wago_gpu_v1" "getBuffer" (func $g (param i32) (result i32)))
+  (import "wago_gpu_v1" "readBufferF32" (func $r (param i32 i32) (result f32)))
+  (import "wago_gpu_v1" "writeBufferF32" (func $w (param i32 i32 f32)))
+  (func (export "wago_gpu.kernel.k") (param i32)
+    (call $w (call $g (i32.const 0)) (local.get 0) (call $r (call $g (i32.const 1)) (local.get 0))))
+  (func (export "wago_gpu.cpu.k") (param i32)))"""
+
+
+@pytest.mark.parametrize("bindings, expected", [
+    (["0:F32:write", "1:F32:read", "2:F32:read"], [
+        "note: slot 2 (F32, read) is never touched by the kernel; dispatch still needs a buffer bound there that "
+        "holds at least count elements",
+        "note: dispatch(1, count) runs indices 0..count-1: the buffers bound to slots 0, 1, 2 must each hold at least "
+        "count elements (INVALID_RANGE otherwise), be distinct handles (INVALID_BINDING) and have the declared types "
+        "(TYPE_MISMATCH)",
+        "note: the kernel does float arithmetic: it runs on the GPU only with relaxed_float (--relaxed-float); "
+        "without it every dispatch answers 1 (reason FLOAT_MODE)"]),
+    (["0:F32:rw", "1:F32:rw"], [
+        "note: slot 0 (F32, read_write) is written but never read by the kernel (declare it write)",
+        "note: slot 1 (F32, read_write) is never written by the kernel: its buffer keeps its contents (declare it read)"]),
+])
+def test_compile_reports_the_rules_it_can_see(capsys, tmp_path, bindings, expected):
+    wat = tmp_path / "k.wat"
+    wat.write_text(KERNEL_WAT)
+    args = [arg for b in bindings for arg in ("--binding", b)]
+    code, out, err = run_cli(capsys, "compile", wat, "--kernel", "k", *args)
+    assert code == 0 and "@compute" in out
+    assert err[:len(expected)] == expected, err
+
+
+@pytest.mark.parametrize("bindings, problem", [
+    (["0:F32:read", "1:F32:read"], "note: slot 0 is declared read but the kernel writes it (declare it write or rw)"),
+    (["0:F32:write", "1:F32:write"], "note: slot 1 is declared write but the kernel reads it (declare it rw)"),
+])
+def test_compile_names_the_slot_that_breaks_its_access(capsys, tmp_path, bindings, problem):
+    wat = tmp_path / "k.wat"
+    wat.write_text(KERNEL_WAT)
+    args = [arg for b in bindings for arg in ("--binding", b)]
+    code, out, err = run_cli(capsys, "compile", wat, "--kernel", "k", *args)
+    assert code == 1 and out == ""
+    assert err == ["CompileError INVALID_CONTRACT: intrinsic violates slot access", problem,
+                   "note: every dispatch of kernel 1 answers INVALID_KERNEL (10): fix the kernel or its bindings"]
+
+
+def test_the_drivers_xdg_runtime_dir_lines_are_silenced():
+    """libwayland (loaded by wgpu's GL backend) prints them when XDG_RUNTIME_DIR is unset."""
+    import ctypes
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "WAYLAND_DISPLAY")}
+    command = [sys.executable, "-m", "wagogpu", "info", "--probe", "--allow-software-adapter", "--backend", "gl"]
+    quiet = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert quiet.returncode == 0 and "XDG_RUNTIME_DIR" not in quiet.stderr, quiet.stderr
+    try:
+        ctypes.CDLL("libwayland-client.so.0")
+    except OSError:
+        return  # no libwayland: nothing prints the lines either way
+    if "backend OpenGL" not in quiet.stdout:
+        return  # no GL adapter: wgpu's GL backend, which loads libwayland, never starts
+    loud = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**env, "WAGOGPU_KEEP_DRIVER_LOG": "1"})
+    assert "XDG_RUNTIME_DIR is invalid or not set" in loud.stderr  # the lines the silencing removes
+
+
+def test_demo_takes_the_adapter_flags(capsys):
+    assert_error(capsys, ["demo", "--allow-software-adapter", "--adapter", "no such gpu"],
+                 "adapter: adapter name 'no such gpu' matches no adapter; adapters: 0: ")

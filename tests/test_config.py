@@ -75,7 +75,7 @@ def test_bad_module_is_one_clear_error():
             host.compile("(module (func $f (result i32)))")
         with pytest.raises(ValueError, match="invalid module"):
             host.compile(b"\0asm\x01\0\0\0\x01\xff")
-        with pytest.raises(ValueError, match="invalid module"):
+        with pytest.raises(ValueError, match="^not a Wasm module: "):
             host.compile(b"\xff\xfe")
 
 
@@ -114,3 +114,57 @@ def test_link_failure_is_a_module_error():
             host.compile("# not wat\nat all")
         assert "|" not in str(e.value)
         assert host.buffer_snapshot().instances == []
+
+
+# -- one set of rules for Python and JSON -----------------------------------------------------------------
+def _json_kernel(**changes) -> dict:
+    raw = {"id": 1, "name": "double", "bindings": [[0, "F32", "read"], [1, "F32", "write"]]}
+    raw.update(changes)
+    return {"kernels": [raw]}
+
+
+@pytest.mark.parametrize("data, message", [
+    (_json_kernel(relaxed_float="false"), "kernels[0].relaxed_float: expected a bool, got 'false'"),
+    (_json_kernel(relaxed_float=1), "kernels[0].relaxed_float: expected a bool, got 1"),
+    (_json_kernel(min_elements=True), "kernels[0].min_elements: expected an integer, got True"),
+    (_json_kernel(id="1"), "kernels[0].id: expected an integer, got '1'"),
+    (_json_kernel(bindings=[["0", "F32", "read"]]), "kernels[0].bindings[0].slot: expected an integer, got '0'"),
+    (_json_kernel(bindings=[[0, "F99", "read"]]),
+     "kernels[0].bindings[0].type: unknown element type 'F99' (one of I8, U8, I16, U16, I32, U32, F16, F32, I64, "
+     "U64, F64)"),
+    (_json_kernel(bindings=[[0, "F32", "sometimes"]]),
+     "kernels[0].bindings[0].access: unknown access 'sometimes' (one of READ, WRITE, READ_WRITE, r, w, rw, readwrite)"),
+    ({**_json_kernel(), "disabled": "false"}, "disabled: expected a bool, got 'false'"),
+    ({**_json_kernel(), "adapter": -2}, "adapter: an index is 0 or more (as `wagogpu info` lists them), got -2"),
+    ({}, "kernels: configure buffer kernels or a legacy kernel_export (or disabled=True for a CPU-only host)"),
+])
+def test_json_configs_follow_the_python_rules(data, message):
+    from wagogpu.config import config_from_json
+
+    with pytest.raises(ValueError) as e:
+        config_from_json(data)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("access, expected", [("read", Access.READ), ("R", Access.READ), ("w", Access.WRITE),
+                                              ("rw", Access.READ_WRITE), ("ReadWrite", Access.READ_WRITE),
+                                              ("READ_WRITE", Access.READ_WRITE), (3, Access.READ_WRITE)])
+def test_binding_names_are_the_same_in_python_and_json(access, expected):
+    from wagogpu.config import config_from_json
+
+    python = BindingConfig(0, "f32", access)
+    parsed = config_from_json(_json_kernel(bindings=[[0, "f32", access]])).kernels[0].bindings[0]
+    assert python == parsed == BindingConfig(0, ElementType.F32, expected)
+
+
+def test_a_cpu_only_host_needs_no_kernels():
+    with Host(Config(disabled=True)) as host:
+        inst = host.instantiate(host.compile('(module (func (export "f") (result i32) i32.const 3))'))
+        assert inst.call("f") == 3 and host.device is None
+
+
+def test_json_takes_the_adapter_fields():
+    from wagogpu.config import config_from_json
+
+    cfg = config_from_json({**_json_kernel(), "adapter": "llvmpipe", "backend": "GL"})
+    assert (cfg.adapter, cfg.backend) == ("llvmpipe", "gl")

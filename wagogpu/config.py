@@ -11,10 +11,10 @@ from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Any
 
-from .abi.table import Access, ElementType
 from .abi.kernel import (CPU_PREFIX, KERNEL_PREFIX, MAX_EXPORT_NAME_BYTES, BindingConfig, KernelConfig,
                          kernel_contract_problem)
 from .errors import ConfigError
+from .gpu.adapters import BackendName
 
 __all__ = ["Config", "KernelConfig", "BindingConfig", "ConfigError", "CONFIG_FIELDS", "LIMITS",
            "KERNEL_PREFIX", "CPU_PREFIX", "MAX_EXPORT_NAME_BYTES", "kernel_contract_problem", "config_from_json",
@@ -56,6 +56,8 @@ class Config:
     power_preference: str = "high-performance"
     allow_software_adapter: bool = False
     require_gpu: bool = False
+    adapter: int | str | None = None  # an index as `wagogpu info` lists them, or a piece of the name
+    backend: str | None = None  # "vulkan", "metal", "dx12" or "gl" (any case); None: any
 
     def __post_init__(self) -> None:
         kernels = self.kernels
@@ -89,8 +91,10 @@ class Config:
             object.__setattr__(self, "run_timeout", DEFAULT_RUN_TIMEOUT)
         if self.power_preference not in POWER_PREFERENCES:
             raise ConfigError("power_preference", f"expected one of {POWER_PREFERENCES}, got {self.power_preference!r}")
-        if not self.kernels and not self.kernel_export:
-            raise ConfigError("kernels", "configure buffer kernels or a legacy kernel_export")
+        self._check_adapter()
+        if not self.kernels and not self.kernel_export and not self.disabled:
+            raise ConfigError("kernels", "configure buffer kernels or a legacy kernel_export "
+                                         "(or disabled=True for a CPU-only host)")
         if len(self.kernels) > self.max_kernels_per_module:
             raise ConfigError("kernels", f"{len(self.kernels)} kernels exceed max_kernels_per_module")
         ids: set[int] = set()
@@ -111,6 +115,21 @@ class Config:
             if not 0 <= k.min_elements <= self.max_elements:
                 raise ConfigError(f"kernels[{i}].min_elements", "must be between 0 and max_elements")
 
+    def _check_adapter(self) -> None:
+        """adapter: None, an index (int >= 0) or a non-empty name; backend: None or a BackendName."""
+        adapter = self.adapter
+        if isinstance(adapter, bool) or not isinstance(adapter, (int, str, type(None))):
+            raise ConfigError("adapter", f"expected None, an adapter index or a piece of its name, got {adapter!r}")
+        if isinstance(adapter, int) and adapter < 0:
+            raise ConfigError("adapter", f"an index is 0 or more (as `wagogpu info` lists them), got {adapter}")
+        if isinstance(adapter, str) and not adapter.strip():
+            raise ConfigError("adapter", "a name must not be empty")
+        if self.backend is not None:
+            names = tuple(str(b) for b in BackendName)
+            if not isinstance(self.backend, str) or self.backend.lower() not in names:
+                raise ConfigError("backend", f"expected None or one of {', '.join(names)}, got {self.backend!r}")
+            object.__setattr__(self, "backend", self.backend.lower())
+
     @cached_property
     def _by_id(self) -> dict[int, KernelConfig]:
         return {k.id: k for k in self.kernels}
@@ -126,39 +145,15 @@ CONFIG_FIELDS = tuple(f.name for f in fields(Config))
 
 
 # -- JSON ------------------------------------------------------------------------------------------
-ACCESS_NAMES = {"read": Access.READ, "r": Access.READ, "write": Access.WRITE, "w": Access.WRITE,
-                "rw": Access.READ_WRITE, "read_write": Access.READ_WRITE, "readwrite": Access.READ_WRITE}
+# JSON spells kernels and bindings with the Python records' own rules (abi/kernel.py): an element
+# type or access as its number or its name in any case (an access also r, w, rw), a slot, an ID or a
+# count as a JSON integer, a flag as a JSON boolean. Every error names the field's path.
 KERNEL_JSON_FIELDS = ("id", "name", "export", "cpu_export", "bindings", "relaxed_float", "min_elements")
 
 
-def element_type_from_json(value: object, where: str) -> int:
-    """An element type given as its ID or its name (any case)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        name = value.strip().upper()
-        if name in ElementType.__members__:
-            return ElementType[name]
-        if name.isdigit():
-            return int(name)
-    raise ConfigError(where, f"unknown element type {value!r} (one of {', '.join(ElementType.__members__)})")
-
-
-def access_from_json(value: object, where: str) -> int:
-    """A binding access given as its number or as read, write or rw (any case)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ACCESS_NAMES:
-        return ACCESS_NAMES[value.strip().lower()]
-    raise ConfigError(where, f"unknown access {value!r} (read, write or rw)")
-
-
-def slot_from_json(value: object, where: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    raise ConfigError(where, f"slot must be a non-negative integer, got {value!r}")
+def _within(where: str, exc: ConfigError) -> ConfigError:
+    """exc (naming a field of a record) as an error naming the field's path in the JSON."""
+    return ConfigError(f"{where}.{exc.field}", exc.detail)
 
 
 def kernel_exports(name: str) -> tuple[str, str]:
@@ -179,8 +174,10 @@ def binding_from_json(raw: object, where: str) -> BindingConfig:
         slot, etype, access = raw["slot"], raw["type"], raw["access"]
     else:
         raise ConfigError(where, "a binding is [slot, \"F32\", \"read\"] or {\"slot\", \"type\", \"access\"}")
-    return BindingConfig(slot_from_json(slot, f"{where}.slot"), element_type_from_json(etype, f"{where}.type"),
-                         access_from_json(access, f"{where}.access"))
+    try:
+        return BindingConfig(slot, etype, access)
+    except ConfigError as exc:
+        raise _within(where, exc) from None
 
 
 def kernel_from_json(raw: object, where: str) -> KernelConfig:
@@ -208,9 +205,12 @@ def kernel_from_json(raw: object, where: str) -> KernelConfig:
     bindings = raw.get("bindings", [])
     if not isinstance(bindings, list):
         raise ConfigError(f"{where}.bindings", "expected a list")
-    return KernelConfig(raw["id"], export, cpu_export,
-                        tuple(binding_from_json(b, f"{where}.bindings[{i}]") for i, b in enumerate(bindings)),
-                        relaxed_float=raw.get("relaxed_float", False), min_elements=raw.get("min_elements", 0))
+    declared = tuple(binding_from_json(b, f"{where}.bindings[{i}]") for i, b in enumerate(bindings))
+    try:
+        return KernelConfig(raw["id"], export, cpu_export, declared, relaxed_float=raw.get("relaxed_float", False),
+                            min_elements=raw.get("min_elements", 0))
+    except ConfigError as exc:
+        raise _within(where, exc) from None
 
 
 def config_from_json(data: object) -> Config:

@@ -206,6 +206,9 @@ class BufferSnapshot:
     totals: TransferCounters
     totals_complete: bool
     last_dispatch: BufferOperation = field(default_factory=BufferOperation)  # ours: survives later copies
+    # ours: the last import that answered an error status (2..12), kept across later successes, so
+    # that after a trap the status and reason the guest ignored can still be read
+    last_failure: BufferOperation = field(default_factory=BufferOperation)
     kernels: list[KernelDiagnostic] = field(default_factory=list)
     instances: list[InstanceDiagnostic] = field(default_factory=list)
     pipeline_hits: int = 0

@@ -16,10 +16,22 @@ class ConfigError(ValueError):
     def __init__(self, field_name: str, message: str):
         super().__init__(f"{field_name}: {message}")
         self.field = field_name
+        self.detail = message
 
 
 class ModuleError(ValueError):
-    """A module the runtime cannot take (malformed Wasm or WAT, or a failed link)."""
+    """A module the runtime cannot take (not Wasm, malformed Wasm or WAT, or a failed link).
+
+    The message is one line. A WAT syntax error also says where: ``line`` and ``column`` (1-based,
+    as wasmtime reports them) and ``excerpt``, wasmtime's source line with a caret under the
+    column, for a caller that shows more than one line (the `wagogpu` command prints it).
+    """
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None, excerpt: str = ""):
+        super().__init__(message)
+        self.line = line
+        self.column = column
+        self.excerpt = excerpt
 
 
 class GpuRequiredError(RuntimeError):

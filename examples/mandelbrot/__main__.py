@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from examples.common import base_parser, check_flags, device_line, explain, status_name
+from examples.progress import Progress, require_packages
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
 from wagogpu import GpuRequiredError
 
@@ -148,11 +149,14 @@ class MandelbrotResult:
 
 def run(width: int = 320, height: int = 180, iterations: int = 32, loop: bool = False, cpu: bool = False,
         require_gpu: bool = False, allow_software_adapter: bool = False,
-        tolerance: float = DEFAULT_TOLERANCE) -> MandelbrotResult:
+        tolerance: float = DEFAULT_TOLERANCE, progress: Progress | None = None) -> MandelbrotResult:
     export = "render_loop" if loop else "render"
     expected_dispatches = 1 if loop else iterations
+    progress = progress or Progress(2 if cpu else 3, "mandelbrot", enabled=False)
     with Host(Config(kernels=[STEP, MANDEL], disabled=True)) as host:
+        progress.step("render_direct")
         direct = render(host, "render_direct", "render_direct", width, height, iterations)
+        progress.step("CPU fallback")
         fallback = render(host, "CPU fallback", export, width, height, iterations)
         device = device_line(host)
     renders = [direct, fallback]
@@ -160,6 +164,7 @@ def run(width: int = 320, height: int = 180, iterations: int = 32, loop: bool = 
         config = Config(kernels=[STEP, MANDEL], require_gpu=require_gpu, allow_software_adapter=allow_software_adapter)
         with Host(config) as host:
             device = device_line(host)
+            progress.step("GPU path")
             renders.append(render(host, "GPU path", export, width, height, iterations))
     problems = [r.line() for r in renders if r.status != 0]
     differences: list[Difference] = []
@@ -207,9 +212,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"at most {MAX_PIXELS} pixels")
     if not 1 <= args.iterations <= MAX_ITER:
         parser.error(f"--iterations must be between 1 and {MAX_ITER}")
+    if not args.no_image:
+        require_packages("examples.mandelbrot", {"PIL": "Pillow"}, "examples", "writing the PNG (or --no-image)")
     try:
-        out = run(args.width, args.height, args.iterations, args.loop, args.cpu, args.require_gpu,
-                  args.allow_software_adapter, args.tolerance)
+        with Progress(2 if args.cpu else 3, "mandelbrot") as progress:
+            out = run(args.width, args.height, args.iterations, args.loop, args.cpu, args.require_gpu,
+                      args.allow_software_adapter, args.tolerance, progress)
     except GpuRequiredError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from examples.common import base_parser, check_flags
+from examples.progress import Progress, require_packages
 from examples.ray_pool.tiles import GUEST, TILE_KERNEL, cut, paste, render_plain, tile_job
 from wagogpu import Config, Host
 from wagogpu.errors import GpuRequiredError
@@ -62,7 +63,11 @@ def render_pool(pool: "HostPool", source: str, width: int, height: int, iteratio
     tiles = cut(width, height, tile)
     image = np.zeros((height, width), dtype=np.uint32)
     t0 = time.perf_counter()
-    results = list(pool.map(tile_job(source, t, width, height, iterations) for t in tiles))
+    results = []
+    with Progress(len(tiles), "pool tiles") as progress:
+        for result in pool.map(tile_job(source, t, width, height, iterations) for t in tiles):
+            results.append(result)
+            progress.step()
     seconds = time.perf_counter() - t0
     for t, result in zip(tiles, results):
         paste(image, t, result.reads["counts"])
@@ -113,11 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--width and --height must be 1..4096, --iterations 1..65535")
     if args.tile < 1 or args.tile * args.tile > 1_294_336:
         parser.error("--tile must be 1..1137")
-    try:
-        import ray
-    except ImportError:
-        print('error: this example needs Ray: pip install ".[ray]"', file=sys.stderr)
-        return 2
+    require_packages("examples.ray_pool", {"ray": "ray"}, "ray", "the pool")
+    if args.out is not None:
+        require_packages("examples.ray_pool", {"PIL": "Pillow"}, "examples", "writing the PNG")
+    import ray
+
     config = Config(kernels=[TILE_KERNEL], disabled=args.cpu, require_gpu=args.require_gpu,
                     allow_software_adapter=args.allow_software_adapter)
     if args.address:

@@ -39,8 +39,16 @@ class KernelError(enum.IntEnum):
     INDEX_RANGE = 3  # a gather read outside its buffer
 
 
+#: Short spellings of an access, beside the member names (any case): the same in Python, JSON and
+#: the command line's SLOT:TYPE:ACCESS.
+ACCESS_ALIASES = {"R": Access.READ, "W": Access.WRITE, "RW": Access.READ_WRITE, "READWRITE": Access.READ_WRITE}
+_ALIASES: dict[type, dict[str, Any]] = {Access: ACCESS_ALIASES, ElementType: {}}
+_WHAT = {Access: "access", ElementType: "element type"}
+
+
 def _enum_member(enum_type: Any, value: Any, field_name: str) -> Any:
-    """An ElementType/Access from a member, its integer value or its name (any case).
+    """An ElementType/Access from a member, its integer value or its name (any case; an access also
+    as r, w, rw or readwrite).
 
     Unknown integers are kept as plain ints: the contract check reports them (so that
     compile_buffer_wgsl can answer INVALID_CONTRACT, as the reference does for an unknown type).
@@ -51,8 +59,11 @@ def _enum_member(enum_type: Any, value: Any, field_name: str) -> Any:
         key = value.strip().upper()
         if key in enum_type.__members__:
             return enum_type[key]
-        names = ", ".join(enum_type.__members__)
-        raise ConfigError(field_name, f"unknown {enum_type.__name__} name {value!r} (one of {names})")
+        aliases = _ALIASES[enum_type]
+        if key in aliases:
+            return aliases[key]
+        names = ", ".join([*enum_type.__members__, *(a.lower() for a in aliases)])
+        raise ConfigError(field_name, f"unknown {_WHAT[enum_type]} {value!r} (one of {names})")
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(field_name, f"expected an integer or a name, got {value!r}")
     return enum_type(value) if value in enum_type._value2member_map_ else value

@@ -222,10 +222,13 @@ def _floats(values: tuple[float, ...]) -> str:
 
 
 def run_demo(cpu: bool = False, require_gpu: bool = False, allow_software_adapter: bool = False,
-             power_preference: str = "high-performance") -> DemoReport:
-    """Run every demo job; raises wagogpu.GpuRequiredError when require_gpu finds no hardware GPU."""
+             power_preference: str = "high-performance", adapter: int | str | None = None,
+             backend: str | None = None) -> DemoReport:
+    """Run every demo job; raises wagogpu.GpuRequiredError when require_gpu finds no hardware GPU and
+    ConfigError when adapter or backend matches no adapter."""
     settings = Config(kernels=(kernel(1), kernel(2)), disabled=cpu, require_gpu=require_gpu,
-                      allow_software_adapter=allow_software_adapter, power_preference=power_preference)
+                      allow_software_adapter=allow_software_adapter, power_preference=power_preference,
+                      adapter=adapter, backend=backend)
     kernels = list(settings.kernels)
     with Host(settings) as host:
         snap = host.buffer_snapshot()

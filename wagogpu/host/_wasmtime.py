@@ -26,12 +26,14 @@ from typing import Any, Callable
 
 import wasmtime
 
-from .public_path import GuestCaller, GuestMemory, PublicCall, find_memory, public_host_func, public_memory_span
+from .public_path import (INT_RANGES, GuestCaller, GuestMemory, PublicCall, argument_error, find_memory,
+                          public_host_func, public_memory_span)
 
 TESTED_MAJOR = 50
 PUBLIC_ENV = "WAGOGPU_PUBLIC_WASMTIME"
 
-__all__ = ["FAST_PATH", "PATH_NOTE", "GuestCaller", "GuestMemory", "export_call", "host_func", "memory_span"]
+__all__ = ["FAST_PATH", "PATH_NOTE", "GuestCaller", "GuestMemory", "export_call", "host_func", "memory_span",
+           "own_memory"]
 
 
 def _choose_path() -> tuple[bool, str]:
@@ -109,21 +111,22 @@ class FastCall:
     slots are reused per call). Signatures with non-numeric values use the public call."""
 
     __slots__ = ("_func", "_store", "_public", "_n", "_m", "_width", "_slots", "_ctx", "_fptr", "_trap",
-                 "_writes", "_reads")
+                 "_writes", "_reads", "_name", "_kinds")
 
-    def __init__(self, func: wasmtime.Func, store: wasmtime.Store):
+    def __init__(self, func: wasmtime.Func, store: wasmtime.Store, name: str = ""):
         self._func = func
         self._store = store
+        self._name = name
         ftype = func.type(store)
-        names = [str(t) for t in ftype.params]
+        names = self._kinds = [str(t) for t in ftype.params]
         result_names = [str(t) for t in ftype.results]
-        self._public = None if _numeric(names + result_names) else PublicCall(func, store)
+        self._public = None if _numeric(names + result_names) else PublicCall(func, store, name)
         self._n, self._m = len(names), len(result_names)
         self._width = max(1, self._n, self._m)
         self._slots = _ffi.new("uint8_t[]", self._width * RAW_BYTES)
         stride = {kind: RAW_BYTES // _ffi.sizeof(ctype[:-2]) for kind, ctype in _READ.items()}
-        # (typed view, index, mask) per parameter; (typed view, index) per result.
-        self._writes = [(_ffi.cast(_WRITE[n][0], self._slots), i * stride[n], _WRITE[n][1])
+        # (typed view, index, mask, lowest, highest) per parameter; (typed view, index) per result.
+        self._writes = [(_ffi.cast(_WRITE[n][0], self._slots), i * stride[n], _WRITE[n][1], *INT_RANGES.get(n, (0, 0)))
                         for i, n in enumerate(names) if n in _WRITE]
         self._reads = [(_ffi.cast(_READ[n], self._slots), i * stride[n])
                        for i, n in enumerate(result_names) if n in _READ]
@@ -136,8 +139,16 @@ class FastCall:
             return self._public(*args)
         if len(args) != self._n:
             raise TypeError(f"expected {self._n} arguments, got {len(args)}")
-        for (view, i, mask), value in zip(self._writes, args):
-            view[i] = value & mask if mask is not None else value
+        try:
+            for (view, i, mask, low, high), value in zip(self._writes, args):
+                if mask is None:
+                    view[i] = value
+                elif low <= value <= high:
+                    view[i] = value & mask
+                else:
+                    raise OverflowError
+        except (TypeError, OverflowError):
+            raise argument_error(self._name, self._kinds, args) from None
         error = _call_unchecked(self._ctx, self._fptr, self._slots, self._width, self._trap)
         if error or self._trap[0]:
             self._raise(error)
@@ -307,9 +318,10 @@ if FAST_PATH:
         FAST_PATH, PATH_NOTE = False, f"wasmtime-py internals unavailable ({type(_exc).__name__}: {_exc})"
 
 
-def export_call(func: wasmtime.Func, store: wasmtime.Store) -> Callable[..., Any]:
-    """A callable for an exported function: None, one value, or a list of results."""
-    return FastCall(func, store) if FAST_PATH else PublicCall(func, store)
+def export_call(func: wasmtime.Func, store: wasmtime.Store, name: str = "") -> Callable[..., Any]:
+    """A callable for an exported function (``name`` for its argument errors): None, one value,
+    or a list of results. Integer arguments outside their parameter's range raise ValueError."""
+    return FastCall(func, store, name) if FAST_PATH else PublicCall(func, store, name)
 
 
 def host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Callable[..., Any],
@@ -325,3 +337,12 @@ def memory_span(memory: wasmtime.Memory | wasmtime.SharedMemory, store: wasmtime
     if FAST_PATH and isinstance(memory, wasmtime.Memory):
         return _fast_memory_span(memory, store)
     return public_memory_span(memory, store)
+
+
+def own_memory(found: object, store: wasmtime.Store) -> GuestMemory | None:
+    """A GuestMemory for a memory export the host looked up itself, when an import the guest
+    re-exported is called from the host (the call then has no calling instance to ask)."""
+    if not isinstance(found, wasmtime.Memory):
+        return None
+    handle = _memory_handle(found) if FAST_PATH else found
+    return GuestMemory(handle, found.type(store).is_64, found)

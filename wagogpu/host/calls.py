@@ -8,7 +8,7 @@ the status, and _finish records every call, whatever its status.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import wasmtime
@@ -16,6 +16,7 @@ import wasmtime
 from ..abi.table import Status
 from ..buffers import Buffer, InstanceBuffers
 from ..diagnostics import BufferOperation, Outcome, ReasonCode
+from ._wasmtime import GuestCaller, GuestMemory
 from .context import RuntimeContext
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,6 +31,21 @@ REASON_BY_STATUS: dict[int, ReasonCode] = {
     Status.CONTENTS_LOST: ReasonCode.CONTENTS_LOST, Status.DEVICE_ERROR: ReasonCode.DEVICE_FAILURE}
 _OUTCOME_BY_STATUS: dict[int, Outcome] = {Status.OK: Outcome.OK, Status.CPU_FALLBACK: Outcome.CPU_FALLBACK_READY}
 _SUCCESSES = frozenset({Status.OK, Status.CPU_FALLBACK})
+#: What an error status means when the check that gave it said nothing more specific (every
+#: non-OK record carries a reason).
+STATUS_REASONS: dict[int, str] = {
+    Status.INVALID_HANDLE: "the handle names no live buffer of this instance",
+    Status.INVALID_RANGE: "the range lies outside the buffer or the guest memory",
+    Status.TYPE_MISMATCH: "the element type does not match",
+    Status.INVALID_BINDING: "a declared slot is unbound, or one handle fills two slots",
+    Status.LIMIT_EXCEEDED: "a configured limit or byte budget would be exceeded",
+    Status.DEVICE_ERROR: "the device failed",
+    Status.CONTENTS_LOST: "the only current copy was on a device that failed",
+    Status.CANCELLED: "run_timeout passed before the import finished",
+    Status.INVALID_KERNEL: "no usable kernel with this ID",
+    Status.UNSUPPORTED_STORAGE: "this storage cannot take part in the transfer",
+    Status.INVALID_STATE: "the instance or its host is closed",
+}
 # Members bound once: the per-call paths below read them as plain globals (enum attribute access
 # costs ~0.16 us per read on Python 3.11).
 _NONE = ReasonCode.NONE
@@ -54,13 +70,30 @@ class ImportCall:
 @dataclass(eq=False, slots=True)
 class ImportScope:
     """One guest instance as its imports see it ('the calling instance'). ``started`` and
-    ``import_name`` describe the import being served; guarded() sets them on entry."""
+    ``import_name`` describe the import being served; guarded() sets them on entry.
+    ``own_memory`` finds the guest's own memory exports once it is instantiated, for imports the
+    guest re-exported and the host calls directly (such a call has no calling instance)."""
 
     ctx: RuntimeContext
     module: Module
     buffers: InstanceBuffers
     started: float = 0.0
     import_name: str = ""
+    own_memory: Callable[[str], GuestMemory | None] | None = None
+    memories: dict[str, GuestMemory] = field(default_factory=dict)
+
+    def memory(self, caller: GuestCaller, name: str) -> GuestMemory | None:
+        """The memory export `name` of the calling instance, or of this guest when the host called;
+        looked up once (a Memory is a handle valid for the store's life; its size is read anew on
+        every use)."""
+        found = self.memories.get(name)
+        if found is None:
+            found = caller.memory(name)
+            if found is None and self.own_memory is not None:
+                found = self.own_memory(name)
+            if found is not None:
+                self.memories[name] = found
+        return found
 
 
 Handlers = dict[str, tuple[Callable[..., Any], bool]]  # import name -> (function, takes the caller)
@@ -116,6 +149,16 @@ class ImportGroup:
     def _buffer(self, handle: int) -> Buffer | None:
         return self.buffers.buffers.get(handle & U32)
 
+    def _no_buffer(self, handle: int) -> str:
+        """The reason of an INVALID_HANDLE."""
+        return f"handle {handle & U32} is not a live buffer of instance {self.buffers.instance_id}"
+
+    @staticmethod
+    def _past_end(buf: Buffer, offset: int, count: int) -> str:
+        """The reason of an INVALID_RANGE on the buffer side."""
+        return (f"elements [{offset}, {offset + count}) lie past the end of buffer {buf.handle} "
+                f"({buf.type.name}, {buf.length} elements)")
+
     def _finish(self, call: ImportCall, status: int, outcome: Outcome | None = None,
                 reason_code: ReasonCode = _NONE, reason: str = "") -> int:
         """Record Last (every non-scalar import, every status) and add this call's counters to Totals."""
@@ -125,6 +168,7 @@ class ImportGroup:
         success = status in _SUCCESSES
         if not success:
             reason_code = REASON_BY_STATUS.get(status) or (reason_code if reason_code is not _NONE else _CONTRACT_ERROR)
+            reason = reason or STATUS_REASONS.get(status, "")
         op.reason_code = reason_code
         op.reason = reason
         op.total = time.perf_counter() - call.started

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 
 import wasmtime
 
+from ..abi.table import Status
 from ..buffers import BufferLimits, Dispatcher, Residency, RuntimeBudget
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import Config, KernelConfig
 from ..diagnostics import BufferOperation, LegacyTiming, ReasonCode, TransferCounters
+from .definitions import HostDefinitions
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gpu.device import GpuDevice
@@ -24,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .module import Module
 
 _DISPATCH = "dispatch"
+_CPU_FALLBACK = int(Status.CPU_FALLBACK)
 # Bound once: enum attribute access costs ~0.16 us per read on Python 3.11 (dispatch's hot path).
 _NONE = ReasonCode.NONE
 _REJECTED = KernelClass.REJECTED
@@ -31,12 +34,14 @@ _REJECTED = KernelClass.REJECTED
 
 class OperationLog:
     """The diagnostics records of one host (abi.md §8): the last non-scalar import, the last
-    dispatch (kept across later imports), the transfer totals and the legacy run counters."""
+    dispatch and the last failed import (both kept across later imports), the transfer totals and
+    the legacy run counters."""
 
     def __init__(self) -> None:
         self.sequence = 0
         self.last = BufferOperation()
         self.last_dispatch = BufferOperation()
+        self.last_failure = BufferOperation()
         self.totals = TransferCounters()
         self.legacy = LegacyTiming()
         self.legacy_successes = 0
@@ -48,6 +53,8 @@ class OperationLog:
         self.last = op
         if op.import_name == _DISPATCH:
             self.last_dispatch = op
+        if op.status > _CPU_FALLBACK:
+            self.last_failure = op
         self.totals.add(op)
 
 
@@ -66,6 +73,7 @@ class RuntimeContext:
     log: OperationLog = field(default_factory=OperationLog)
     instances: dict[int, Instance] = field(default_factory=dict)
     modules: list[Module] = field(default_factory=list)
+    definitions: HostDefinitions = field(default_factory=HostDefinitions)  # Host.define_func
     stopped: bool = False
 
     def __post_init__(self) -> None:

@@ -2,7 +2,7 @@
 the transaction, and the CPU fallback's preparation (status 1: every bound buffer CPU-current)."""
 from __future__ import annotations
 
-from ..abi.table import Status
+from ..abi.table import ElementType, Status
 from ..buffers import Buffer, DispatchEnd
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
@@ -19,6 +19,15 @@ _REFUSED = DispatchEnd.REFUSED
 _INVALID = KernelClass.INVALID
 
 Checked = tuple[KernelConfig, KernelPlan, dict[int, Buffer]]
+
+
+def binding_problem(kernel_id: int, slot: int, handle: int, buf: Buffer | None) -> str:
+    """The reason of an INVALID_BINDING: an empty slot, a stale handle, or a handle bound twice."""
+    if not handle:
+        return f"kernel {kernel_id} declares slot {slot}, which has no buffer bound"
+    if buf is None:
+        return f"slot {slot} holds handle {handle}, which is no longer a live buffer"
+    return f"buffer {handle} fills slot {slot} and another declared slot (a handle may fill one slot)"
 
 
 class DispatchImport(ImportGroup):
@@ -72,15 +81,19 @@ class DispatchImport(ImportGroup):
             handle = slots[b.slot]
             buf = self._buffer(handle) if handle else None
             if buf is None or handle in seen:
-                return self._finish(call, Status.INVALID_BINDING)
+                return self._finish(call, Status.INVALID_BINDING, reason=binding_problem(kernel_id, b.slot, handle, buf))
             seen.add(handle)
             if buf.type != b.type:
-                return self._finish(call, Status.TYPE_MISMATCH)
+                return self._finish(call, Status.TYPE_MISMATCH, reason=f"kernel {kernel_id} declares slot {b.slot} "
+                                    f"{ElementType(b.type).name}; buffer {handle} bound there is {buf.type.name}")
             if count > buf.length:
-                return self._finish(call, Status.INVALID_RANGE)
+                return self._finish(call, Status.INVALID_RANGE, reason=f"count {count} exceeds the {buf.length} "
+                                    f"elements of buffer {handle} in slot {b.slot} (every bound buffer holds at "
+                                    "least count elements)")
             bound[b.slot] = buf
         if count > self.ctx.config.max_elements:
-            return self._finish(call, Status.LIMIT_EXCEEDED)
+            return self._finish(call, Status.LIMIT_EXCEEDED,
+                                reason=f"count {count} is above max_elements {self.ctx.config.max_elements}")
         return kernel, plan, bound
 
     def _fall_back(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer],

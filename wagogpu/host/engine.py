@@ -1,12 +1,10 @@
-"""The wasmtime engine settings every Host uses, value types, and WAT/Wasm source handling."""
+"""The wasmtime engine settings every Host uses, value types, and wasmtime's errors as one line."""
 from __future__ import annotations
 
 import re
 from typing import Sequence
 
 import wasmtime
-
-from ..errors import ModuleError
 
 WASM_FEATURES = ("wasm_gc", "wasm_function_references", "wasm_memory64", "wasm_multi_memory",
                  "wasm_reference_types", "wasm_bulk_memory", "wasm_multi_value", "wasm_simd")
@@ -33,25 +31,6 @@ def new_engine() -> wasmtime.Engine:
     cfg.wasm_threads = True
     cfg.shared_memory = True
     return wasmtime.Engine(cfg)
-
-
-def to_wasm(source: bytes | bytearray | memoryview | str) -> bytes:
-    """Binary Wasm from bytes or WAT text; ModuleError with wasmtime's message on bad WAT."""
-    if isinstance(source, (bytearray, memoryview)):
-        source = bytes(source)
-    if isinstance(source, bytes):
-        if source.startswith(b"\0asm"):
-            return source
-        try:
-            source = source.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ModuleError("invalid module: neither Wasm binary nor UTF-8 WAT text") from exc
-    if not isinstance(source, str):
-        raise ModuleError(f"invalid module: expected bytes or WAT text, got {type(source).__name__}")
-    try:
-        return bytes(wasmtime.wat2wasm(source))
-    except wasmtime.WasmtimeError as exc:
-        raise ModuleError(f"invalid WAT: {first_line(exc)}") from exc
 
 
 def first_line(exc: BaseException) -> str:

@@ -62,17 +62,23 @@ class AccessorHooks(ImportGroup):
             return self._finish(call, Status.INVALID_STATE), 0
         buf = self._buffer(handle)
         if buf is None:
-            return self._finish(call, Status.INVALID_HANDLE), 0
+            return self._finish(call, Status.INVALID_HANDLE, reason=self._no_buffer(handle)), 0
         if offset + count > buf.length:
-            return self._finish(call, Status.INVALID_RANGE), 0
+            return self._finish(call, Status.INVALID_RANGE, reason=self._past_end(buf, offset, count)), 0
         if kind in (acc.GC_NULL, acc.GC_OTHER):
-            return self._finish(call, Status.UNSUPPORTED_STORAGE), 0
+            what = "a null reference" if kind == acc.GC_NULL else "not an array of a supported element type"
+            return self._finish(call, Status.UNSUPPORTED_STORAGE, reason=f"the GC argument is {what}"), 0
         if kind != acc.gc_kind_code(buf.type):
-            return self._finish(call, Status.TYPE_MISMATCH), 0
+            return self._finish(call, Status.TYPE_MISMATCH,
+                                reason=f"the GC array's element type does not match buffer {buf.handle} "
+                                       f"({buf.type.name})"), 0
         if not is_set and not mutable:
-            return self._finish(call, Status.UNSUPPORTED_STORAGE), 0
+            return self._finish(call, Status.UNSUPPORTED_STORAGE,
+                                reason="copyBufferGC needs a mutable array"), 0
         if array_offset + count > array_length:
-            return self._finish(call, Status.INVALID_RANGE), 0
+            return self._finish(call, Status.INVALID_RANGE,
+                                reason=f"array elements [{array_offset}, {array_offset + count}) lie past its "
+                                       f"length {array_length}"), 0
         if count == 0:
             return self._finish(call, _OK), 0
         if call.cancelled():

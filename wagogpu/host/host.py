@@ -10,7 +10,7 @@ from __future__ import annotations
 import atexit
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import wasmtime
 
@@ -23,6 +23,7 @@ from .context import RuntimeContext
 from .engine import first_line, new_engine
 from .instance import Instance, next_id
 from .module import Module, build_module
+from .source import Source
 from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,7 +40,8 @@ def _close_live_hosts() -> None:
 
 
 def open_device(config: Config) -> tuple[GpuDevice | None, str, float]:
-    """(device or None, why there is none, seconds opening took); GpuRequiredError under require_gpu."""
+    """(device or None, why there is none, seconds opening took); GpuRequiredError under
+    require_gpu, ConfigError when Config.adapter or .backend matches no adapter."""
     reason = ""
     if config.disabled:
         reason = "GPU disabled"
@@ -48,17 +50,26 @@ def open_device(config: Config) -> tuple[GpuDevice | None, str, float]:
     else:
         t0 = time.perf_counter()
         try:
-            from ..gpu import GpuDevice  # loads wgpu and its native library: only here
+            from ..gpu import AdapterNotFound, GpuDevice  # loads wgpu and its native library: only here
+            from ..gpu.driver_noise import silence_wayland_log
 
-            device = GpuDevice.open(power_preference=config.power_preference,
-                                    allow_software_adapter=config.allow_software_adapter)
-        except Exception as exc:  # GpuUnavailable, or wgpu failing to load at all
+            silence_wayland_log()
+        except Exception as exc:  # wgpu failing to load at all
             reason = first_line(exc)
         else:
-            if not (config.require_gpu and device.info.is_software):
-                return device, "", time.perf_counter() - t0
-            device.close()
-            reason = f"software adapter {device.info.name} is not a GPU"
+            try:
+                device = GpuDevice.open(power_preference=config.power_preference,
+                                        allow_software_adapter=config.allow_software_adapter,
+                                        adapter=config.adapter, backend=config.backend)
+            except AdapterNotFound as exc:
+                raise ConfigError("adapter" if config.adapter is not None else "backend", first_line(exc)) from None
+            except Exception as exc:  # GpuUnavailable
+                reason = first_line(exc)
+            else:
+                if not (config.require_gpu and device.info.is_software):
+                    return device, "", time.perf_counter() - t0
+                device.close()
+                reason = f"software adapter {device.info.name} is not a GPU"
     if config.require_gpu:
         raise GpuRequiredError(f"require_gpu: no hardware GPU adapter opened ({reason})")
     return None, reason, 0.0
@@ -111,24 +122,42 @@ class Host:
         return self.context.log.legacy
 
     # -- modules and instances -----------------------------------------------------------------
-    def compile(self, source: bytes | str) -> Module:
-        """Compile Wasm bytes or WAT text; ModuleError (a ValueError) with wasmtime's message if bad."""
+    def compile(self, source: Source) -> Module:
+        """Compile Wasm bytes, WAT text, or the file at a path (os.PathLike: a .wasm file holds Wasm
+        bytes, a .wat file WAT text); ModuleError (a ValueError, one line) if it is not a module."""
         self._check_open()
         module = build_module(self.context, next_id(), source)
         with self.context.lock:
             self.context.modules.append(module)
         return module
 
-    def instantiate(self, module: Module) -> Instance:
-        """Instantiate with buffer state installed before the start function runs."""
+    def define_func(self, module: str, name: str, ty: wasmtime.FuncType, func: Callable[..., Any],
+                    access_caller: bool = False) -> None:
+        """Define the import module::name for the instances made after this call, as wasmtime-py's
+        Linker.define_func does (func gets a wasmtime.Caller first when access_caller). The plugin's
+        modules (wago_gpu_v1, wago_gpu, wagogpu) are refused with a ValueError."""
         self._check_open()
-        if not isinstance(module, Module) or module.ctx is not self.context:
-            raise ValueError("module belongs to a different host")
-        return Instance(self.context, module)
+        with self.context.lock:
+            self.context.definitions.add(module, name, ty, func, access_caller)
+
+    def instantiate(self, module: Module, *, wasi: wasmtime.WasiConfig | None = None) -> Instance:
+        """Instantiate with buffer state installed before the start function runs. ``wasi`` is the
+        instance's WASI context (argv, env, preopens, where stdout goes); without one, a module that
+        imports WASI gets stdout and stderr inherited."""
+        self._check_open()
+        if not isinstance(module, Module):
+            raise TypeError(f"instantiate: expected a wagogpu Module (from Host.compile), got {type(module).__name__}")
+        if module.ctx is not self.context:
+            raise ValueError("instantiate: the module belongs to a different host")
+        if module.closed:
+            raise ValueError(f"instantiate: module {module.id} is closed")
+        if wasi is not None and not isinstance(wasi, wasmtime.WasiConfig):
+            raise TypeError(f"instantiate: wasi must be a wasmtime.WasiConfig, got {type(wasi).__name__}")
+        return Instance(self.context, module, wasi)
 
     def _check_open(self) -> None:
         if self.context.stopped:
-            raise RuntimeError("host is closed")
+            raise ValueError("host is closed")
 
     # -- diagnostics ---------------------------------------------------------------------------
     def buffer_snapshot(self) -> BufferSnapshot:

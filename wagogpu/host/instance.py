@@ -5,9 +5,14 @@ scalar calls stay inside one store), the accessor memory (made here and imported
 module, so the buffer table exists before anything can call back into it) and the InstanceBuffers
 charged to it; Instance.close() frees those.
 
-Construction order, each part complete when made: store and accessor memory -> buffers -> the
-import groups over them -> the accessor instance (its hooks are those groups) -> the guest, linked
-to the accessor's scalar exports and to the groups' host functions, start function last.
+Construction order, each part complete when made: store (and its WASI context) and accessor
+memory -> buffers -> the import groups over them -> the accessor instance (its hooks are those
+groups) -> the guest, linked to the accessor's scalar exports, to the groups' host functions and to
+the host's own functions (Host.define_func), start function last.
+
+Closing while a call into the guest is under way (from a host function, or from another thread)
+marks the instance closed and frees its buffers at once, but deletes the Store only when the
+outermost Instance.call returns: deleting it under running Wasm crashes the process.
 """
 from __future__ import annotations
 
@@ -23,21 +28,25 @@ from ..abi import accessor as acc
 from ..abi.table import ABI_MODULE, GC_IMPORTS, IMPORTS, LEGACY_IMPORTS, LEGACY_MODULE, SCALAR_IMPORTS
 from ..buffers import AccessorMemory, InstanceBuffers, view_at
 from ..errors import ModuleError
-from ._wasmtime import export_call, host_func, memory_span
+from ._wasmtime import export_call, host_func, memory_span, own_memory
+from .access import BufferAccess
 from .calls import Handlers, ImportScope, guarded
 from .context import RuntimeContext
 from .dispatch import DispatchImport
 from .engine import Extern, first_line, functype
+from .exports import GuestExports
 from .hooks import AccessorHooks
 from .legacy import LegacyRunner
 from .management import ManagementImports
 from .memexports import memory_export_name
 from .module import Module
 from .transfers import TransferImports
+from .wasi import set_wasi
 
 _ids = itertools.count(1)
 ACCESSOR_PAGES = 1  # the accessor memory's initial size; it grows as buffers are created
 _ACCESSOR_SERVED = frozenset(SCALAR_IMPORTS) | frozenset(GC_IMPORTS)
+_NO_EXPORTS: Mapping[str, Extern] = {}
 
 
 def next_id() -> int:
@@ -48,25 +57,33 @@ def next_id() -> int:
 class Instance:
     """One instantiated guest with its buffers; not safe to call from two threads at once."""
 
-    def __init__(self, ctx: RuntimeContext, module: Module):
+    def __init__(self, ctx: RuntimeContext, module: Module, wasi: wasmtime.WasiConfig | None = None):
         self.ctx = ctx
         self.module = module
         self.id = next_id()
         self.closed = False
+        self._depth = 0  # calls into the guest under way (Instance.call, the start function)
         self._store = wasmtime.Store(ctx.engine)
         self._calls: dict[str, Callable[..., Any]] = {}
-        self._exports: Mapping[str, Extern] = {}
+        self._exports: GuestExports | None = None
+        try:
+            with_wasi = set_wasi(self._store, wasi, module)
+        except BaseException:
+            self._store.close()
+            raise
         memory = wasmtime.Memory(self._store, wasmtime.MemoryType(wasmtime.Limits(ACCESSOR_PAGES, None)))
         self.buffers = InstanceBuffers(
             self.id, AccessorMemory(partial(memory_span, memory, self._store), partial(memory.grow, self._store)),
             ctx.budget, ctx.limits, ctx.residency)
-        scope = ImportScope(ctx, module, self.buffers)
+        scope = self._scope = ImportScope(ctx, module, self.buffers)
+        self._access = BufferAccess(scope)
         hooks = AccessorHooks(scope)
         handlers: Handlers = {}
         for group in (ManagementImports(scope), DispatchImport(scope), TransferImports(scope)):
             handlers.update(group.handlers())
         accessor = self._accessor_instance(scope, hooks, memory)
-        linker = self._linker(scope, accessor.exports(self._store), handlers, LegacyRunner(ctx, module).handlers())
+        linker = self._linker(scope, accessor.exports(self._store), handlers, LegacyRunner(scope).handlers(),
+                              with_wasi)
         with ctx.lock:
             ctx.instances[self.id] = self
         self._instantiate(linker)
@@ -75,11 +92,11 @@ class Instance:
         """The accessor module, its hooks served by this instance's groups (in its import order)."""
         fns = {"trap": hooks.trap, **{name: guarded(scope, name, fn) for name, (fn, _) in hooks.handlers().items()}}
         externs: list[Extern] = [host_func(self._store, functype(*acc.HOOK_SIGNATURES[name]), fns[name])
-                              for name in acc.HOOK_SIGNATURES]
+                                 for name in acc.HOOK_SIGNATURES]
         return wasmtime.Instance(self._store, self.ctx.accessor, [*externs, memory])
 
     def _linker(self, scope: ImportScope, accessor_exports: Mapping[str, Extern], handlers: Handlers,
-                legacy: Handlers) -> wasmtime.Linker:
+                legacy: Handlers, with_wasi: bool) -> wasmtime.Linker:
         store = self._store
         linker = wasmtime.Linker(self.ctx.engine)
         for spec in IMPORTS:
@@ -93,30 +110,29 @@ class Instance:
             fn, takes_caller = legacy[spec.name]
             linker.define(store, LEGACY_MODULE, spec.name, host_func(
                 store, functype(spec.params, spec.results), guarded(scope, spec.name, fn), access_caller=takes_caller))
-        if any(imp.module.startswith("wasi") for imp in self.module.compiled.imports):
-            wasi = wasmtime.WasiConfig()
-            wasi.inherit_stdout()
-            wasi.inherit_stderr()
-            store.set_wasi(wasi)
+        if with_wasi:
             linker.define_wasi()
+        self.ctx.definitions.define(linker, store)
         return linker
 
     def _instantiate(self, linker: wasmtime.Linker) -> None:
         """Run the guest's start function; a failure closes this instance before it propagates."""
+        self._depth += 1
         try:
             guest = linker.instantiate(self._store, self.module.compiled)
-        except wasmtime.Trap:
+        except BaseException as exc:
+            self._depth -= 1
             self.close()
-            raise
-        except wasmtime.WasmtimeError as exc:
-            self.close()
-            if "wasm backtrace" in str(exc):
-                raise  # the start function failed: keep wasmtime's own error
-            raise ModuleError(f"cannot instantiate: {first_line(exc)}") from exc
-        except BaseException:
-            self.close()
-            raise
-        self._exports = guest.exports(self._store)
+            if isinstance(exc, wasmtime.WasmtimeError) and "wasm backtrace" not in str(exc):
+                raise ModuleError(f"cannot instantiate: {link_problem(exc)}") from exc
+            raise  # a trap, or the start function failing: keep wasmtime's own error
+        self._depth -= 1
+        if self.closed:  # closed by a host function during the start function
+            self._release_store()
+            return
+        self._exports = GuestExports(linker, self._store, guest, self.module.compiled)
+        store = self._store
+        self._scope.own_memory = lambda name: own_memory(self.exports.get(name), store)
 
     @property
     def store(self) -> wasmtime.Store:
@@ -125,25 +141,39 @@ class Instance:
 
     @property
     def exports(self) -> Mapping[str, Extern]:
-        """The guest's exports (wasmtime-py's view), including the host's memory exports."""
-        return self._exports
+        """The guest's exports (wasmtime-py's view, each read on first use), including the host's
+        memory exports; empty once the instance is closed."""
+        return self._exports if self._exports is not None and not self.closed else _NO_EXPORTS
 
     def call(self, name: str, *args: Any) -> Any:
-        """Call an exported function: None, one scalar, or a list of results."""
+        """Call an exported function: None, one scalar, or a list of results. Integer arguments
+        must fit their parameter, signed or unsigned (ValueError otherwise)."""
         fast = self._calls.get(name)
         if fast is None:
-            if self.closed:
-                raise KeyError("instance is closed")
-            func = self._exports.get(name)
-            if not isinstance(func, wasmtime.Func):
-                raise KeyError(f"no exported function {name!r}")
-            fast = self._calls[name] = export_call(func, self._store)
-        return fast(*args)
+            fast = self._resolve(name)
+        self._depth += 1
+        try:
+            return fast(*args)
+        finally:
+            self._depth -= 1
+            if self.closed and not self._depth:
+                self._release_store()
+
+    def _resolve(self, name: str) -> Callable[..., Any]:
+        self._check_open()
+        func = self.exports.get(name)
+        if not isinstance(func, wasmtime.Func):
+            raise KeyError(f"no exported function {name!r}")
+        fast = self._calls[name] = export_call(func, self._store, name)
+        return fast
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"instance {self.id} is closed")
 
     def _memory(self, index: int) -> wasmtime.Memory | wasmtime.SharedMemory:
-        if self.closed:
-            raise ValueError("instance is closed")
-        mem = self._exports.get(memory_export_name(index)) if 0 <= index < self.module.memory_count else None
+        self._check_open()
+        mem = self.exports.get(memory_export_name(index)) if 0 <= index < self.module.memory_count else None
         if not isinstance(mem, (wasmtime.Memory, wasmtime.SharedMemory)):
             raise IndexError(f"module has no memory {index}")
         return mem
@@ -165,19 +195,49 @@ class Instance:
             raise IndexError(f"range [{offset}, {offset + len(data)}) outside memory {memory}")
         view[offset:offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
 
+    # -- the plugin's buffers, from the host (access.py) ----------------------------------------------
+    def read_buffer(self, handle: int) -> np.ndarray:
+        """A copy of buffer `handle`'s contents (dtype of its element type; F16 as float16), read
+        back from the device when only it holds them; ValueError naming the ABI status if refused."""
+        self._check_open()
+        return self._access.read(handle)
+
+    def write_buffer(self, handle: int, values: Any, offset: int = 0) -> None:
+        """Write values (one-dimensional, fitting the element type) into buffer `handle` from element
+        `offset`: a committed CPU write, as the guest's setBuffer32 makes one; ValueError naming the
+        ABI status if refused."""
+        self._check_open()
+        self._access.write(handle, values, offset)
+
     def close(self) -> None:
         """Free the buffers and the wasmtime Store; idempotent. The Store is deleted now rather
-        than at interpreter shutdown, where wasmtime-py's finalizers may already be gone."""
+        than at interpreter shutdown, where wasmtime-py's finalizers may already be gone (or, when a
+        call is under way, as soon as the outermost one returns)."""
         with self.ctx.lock:
             self.buffers.close()
             self.ctx.instances.pop(self.id, None)
             self.closed = True
             self._calls = {}
-            self._exports = {}
-            self._store.close()
+            if not self._depth:
+                self._release_store()
+
+    def _release_store(self) -> None:
+        if self._exports is not None:
+            self._exports.close()
+        self._scope.own_memory = None
+        self._scope.memories.clear()
+        self._store.close()
 
     def __enter__(self) -> Instance:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def link_problem(exc: wasmtime.WasmtimeError) -> str:
+    """wasmtime's link error in one line, with what to do about an import nobody defined."""
+    text = first_line(exc)
+    if "unknown import" in text:
+        text += " (define it with Host.define_func before instantiating)"
+    return text

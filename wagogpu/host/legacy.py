@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -10,12 +9,8 @@ from ..abi.table import LEGACY_MAX_PASSES, LegacyStatus
 from ..buffers import view_at
 from ..gpu import ExecutePlan
 from ._wasmtime import GuestCaller
-from .calls import U32, Handlers
-from .context import RuntimeContext
+from .calls import U32, Handlers, ImportScope
 from .memexports import memory_export_name
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .module import Module
 
 PARAMETER_BYTES = 16
 WORKGROUP = 256
@@ -24,9 +19,10 @@ WORKGROUP = 256
 class LegacyRunner:
     """run/run_batch bound to one instance. Statuses are the legacy table's, not wago_gpu_v1's."""
 
-    def __init__(self, ctx: RuntimeContext, module: Module):
-        self.ctx = ctx
-        self.module = module
+    def __init__(self, scope: ImportScope):
+        self.scope = scope
+        self.ctx = scope.ctx
+        self.module = scope.module
 
     def handlers(self) -> Handlers:
         return {"run": (self.run, True), "run_batch": (self.run_batch, True)}
@@ -54,7 +50,7 @@ class LegacyRunner:
                  started: float) -> LegacyStatus:
         ctx = self.ctx
         cfg = ctx.config
-        memory = caller.memory(memory_export_name(0)) if self.module.memory_count else None
+        memory = self.scope.memory(caller, memory_export_name(0)) if self.module.memory_count else None
         if memory is None or memory.is64:  # shared memories too
             return LegacyStatus.INVALID_RANGE
         nbytes = count * 4

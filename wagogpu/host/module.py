@@ -15,8 +15,9 @@ from ..compiler.contract import KernelClass, ModuleContract
 from ..errors import ModuleError
 from ..gpu import ComputePipeline
 from .context import RuntimeContext
-from .engine import first_line, to_wasm
+from .engine import first_line
 from .memexports import add_memory_exports, count_defined_memories
+from .source import Source, to_wasm
 
 
 @dataclass(eq=False)
@@ -44,8 +45,8 @@ class Module:
                 self.ctx.modules.remove(self)
 
 
-def build_module(ctx: RuntimeContext, module_id: int, source: bytes | str) -> Module:
-    """Compile Wasm bytes or WAT text; ModuleError (a ValueError) with wasmtime's message if bad."""
+def build_module(ctx: RuntimeContext, module_id: int, source: Source) -> Module:
+    """Compile Wasm bytes, WAT text or a file; ModuleError (a ValueError) with wasmtime's message if bad."""
     wasm = to_wasm(source)
     from ..compiler import inspect_module
 

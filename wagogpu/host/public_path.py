@@ -7,8 +7,9 @@ GuestCaller and call exports through a callable with the same argument check and
 from __future__ import annotations
 
 import ctypes
+import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import wasmtime
 
@@ -34,19 +35,60 @@ class GuestCaller(Protocol):
     def memory_span(self, handle: Any) -> tuple[int, int]: ...
 
 
+#: (lowest, highest) value an integer parameter takes: its signed and its unsigned spellings, as
+#: wasmtime-py takes them (it would truncate anything beyond; the host refuses it).
+INT_RANGES = {"i32": (-(1 << 31), (1 << 32) - 1), "i64": (-(1 << 63), (1 << 64) - 1)}
+
+
+def argument_error(name: str, kinds: Sequence[str], args: Sequence[Any]) -> Exception:
+    """The first argument that does not fit its parameter, as a one-line TypeError or ValueError."""
+    for i, (kind, value) in enumerate(zip(kinds, args)):
+        where = f"{name or 'call'}: argument {i + 1} ({kind})"
+        if kind in INT_RANGES:
+            try:
+                number = operator.index(value)
+            except TypeError:
+                return TypeError(f"{where} must be an integer, got {type(value).__name__}")
+            low, high = INT_RANGES[kind]
+            if not low <= number <= high:
+                return ValueError(f"{where} is {number}, outside {low}..{high}")
+        elif kind in ("f32", "f64") and not isinstance(value, (int, float)):
+            try:
+                float(value)
+            except (TypeError, ValueError):
+                return TypeError(f"{where} must be a number, got {type(value).__name__}")
+    return TypeError(f"{name or 'call'}: arguments {args!r} do not fit ({', '.join(kinds)})")
+
+
+def check_arguments(name: str, kinds: Sequence[str], args: Sequence[Any]) -> None:
+    """Raise argument_error unless every integer argument fits its parameter."""
+    for kind, value in zip(kinds, args):
+        bounds = INT_RANGES.get(kind)
+        if bounds is not None:
+            try:
+                fits = bounds[0] <= operator.index(value) <= bounds[1]
+            except TypeError:
+                fits = False
+            if not fits:
+                raise argument_error(name, kinds, args)
+
+
 class PublicCall:
     """Calls one exported function with wasmtime-py's Func.__call__."""
 
-    __slots__ = ("_func", "_store", "_n")
+    __slots__ = ("_func", "_store", "_n", "_name", "_kinds")
 
-    def __init__(self, func: wasmtime.Func, store: wasmtime.Store):
+    def __init__(self, func: wasmtime.Func, store: wasmtime.Store, name: str = ""):
         self._func = func
         self._store = store
-        self._n = len(func.type(store).params)
+        self._name = name
+        self._kinds = [str(t) for t in func.type(store).params]
+        self._n = len(self._kinds)
 
     def __call__(self, *args: Any) -> Any:
         if len(args) != self._n:
             raise TypeError(f"expected {self._n} arguments, got {len(args)}")
+        check_arguments(self._name, self._kinds, args)
         return self._func(self._store, *args)
 
 

@@ -50,7 +50,8 @@ def buffer_snapshot(ctx: RuntimeContext) -> BufferSnapshot:
     budget = ctx.budget
     return BufferSnapshot(
         state=state, device_state=device_state, reason=_state_reason(ctx, state),
-        last=_copy(ctx.log.last), last_dispatch=_copy(ctx.log.last_dispatch), totals=ctx.log.totals.counters(),
+        last=_copy(ctx.log.last), last_dispatch=_copy(ctx.log.last_dispatch),
+        last_failure=_copy(ctx.log.last_failure), totals=ctx.log.totals.counters(),
         totals_complete=res.totals_complete, kernels=kernels,
         instances=[i.buffers.diagnostic() for i in ctx.instances.values() if not i.buffers.closed],
         pipeline_hits=stats.pipeline_hits if stats else 0, pipeline_misses=stats.pipeline_misses if stats else 0,

@@ -9,8 +9,8 @@ from functools import partial
 from ..abi.table import IMPORTS, Status
 from ..buffers import Buffer
 from ..memcopy import copy_bytes
-from ._wasmtime import GuestCaller, GuestMemory
-from .calls import U32, U64, Handlers, ImportCall, ImportGroup, ImportScope
+from ._wasmtime import GuestCaller
+from .calls import U32, U64, Handlers, ImportCall, ImportGroup
 from .memexports import memory_export_name
 
 _OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
@@ -32,10 +32,6 @@ DIRECTIONS = {spec.name: Direction(spec.name.startswith("set"), spec.params[3] =
 
 class TransferImports(ImportGroup):
     """The memory transfers of one instance; guest memory is found through the calling instance."""
-
-    def __init__(self, scope: ImportScope) -> None:
-        super().__init__(scope)
-        self._memories: dict[int, GuestMemory] = {}
 
     def handlers(self) -> Handlers:
         return {name: (partial(self.transfer, direction), True) for name, direction in DIRECTIONS.items()}
@@ -61,23 +57,30 @@ class TransferImports(ImportGroup):
             return self._finish(call, Status.INVALID_STATE)
         buf = self._buffer(handle)
         if buf is None:
-            return self._finish(call, Status.INVALID_HANDLE)
+            return self._finish(call, Status.INVALID_HANDLE, reason=self._no_buffer(handle))
         if offset + count > buf.length:
-            return self._finish(call, Status.INVALID_RANGE)
+            return self._finish(call, Status.INVALID_RANGE, reason=self._past_end(buf, offset, count))
         contract = self.module.contract
         if not contract.verified:
-            return self._finish(call, Status.UNSUPPORTED_STORAGE)
+            return self._finish(call, Status.UNSUPPORTED_STORAGE,
+                                reason=f"guest memory unknown: the module's contract is unverified ({contract.reason})")
         if memory_index >= len(contract.memories):
-            return self._finish(call, Status.INVALID_RANGE)
+            return self._finish(call, Status.INVALID_RANGE, reason=f"the module has no memory {memory_index} "
+                                f"({len(contract.memories)} memories)")
         decl = contract.memories[memory_index]
+        width = "memory64" if direction.is64 else "memory32"
         if decl.shared or decl.is64 != direction.is64:
-            return self._finish(call, Status.UNSUPPORTED_STORAGE)
-        memory = self._guest_memory(caller, memory_index)
+            return self._finish(call, Status.UNSUPPORTED_STORAGE, reason=f"memory {memory_index} is "
+                                f"{'shared' if decl.shared else 'not ' + width} ({call.op.import_name})")
+        memory = self.scope.memory(caller, memory_export_name(memory_index))
         if memory is None or memory.is64 != direction.is64:
-            return self._finish(call, Status.UNSUPPORTED_STORAGE)
+            return self._finish(call, Status.UNSUPPORTED_STORAGE, reason=f"memory {memory_index} is not reachable "
+                                f"as a {width} memory")
         guest_base, guest_size = caller.memory_span(memory.handle)
         if guest_offset + count * buf.stored_bytes > guest_size:
-            return self._finish(call, Status.INVALID_RANGE)
+            return self._finish(call, Status.INVALID_RANGE, reason=f"guest bytes [{guest_offset}, "
+                                f"{guest_offset + count * buf.stored_bytes}) lie past memory {memory_index}'s "
+                                f"{guest_size} bytes")
         return buf, guest_base + guest_offset
 
     def _move(self, call: ImportCall, direction: Direction, buf: Buffer, offset: int, guest: int, count: int) -> int:
@@ -118,12 +121,3 @@ class TransferImports(ImportGroup):
         op.commit += time.perf_counter() - t0
         return self._finish(call, _OK)
 
-    def _guest_memory(self, caller: GuestCaller, index: int) -> GuestMemory | None:
-        """The guest's memory `index`, looked up once (a Memory is a handle valid for the store's
-        life; its size is read anew on every use)."""
-        found = self._memories.get(index)
-        if found is None:
-            found = caller.memory(memory_export_name(index))
-            if found is not None:
-                self._memories[index] = found
-        return found

@@ -25,6 +25,7 @@ import wasmtime
 from wagogpu import Config, Host, Instance, Module, Status
 from wagogpu.errors import ConfigError, GpuRequiredError, ModuleError
 
+from .gpu_match import match_gpu
 from .jobs import ActorInfo, ActorSlot, FailureKind, JobError, JobResult, WireJob, status_label
 
 ConfigSource = Config | Callable[[ActorSlot], Config]
@@ -84,9 +85,10 @@ def run_on_instance(host: Host, module: Module, job: WireJob) -> tuple[Any, dict
         return value, read_back(inst, job.reads)
     except wasmtime.Trap as exc:
         raise trap_error(job.export, exc) from None
-    except (KeyError, IndexError, TypeError, wasmtime.WasmtimeError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, wasmtime.WasmtimeError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise JobError(FailureKind.USAGE, f"{job.export}: {message}") from None
+        named = message if message.startswith(f"{job.export}: ") else f"{job.export}: {message}"
+        raise JobError(FailureKind.USAGE, named) from None
     finally:
         inst.close()
 
@@ -104,6 +106,7 @@ class JobRunner:
         self._jobs = 0
         self._compiles = 0
         self._last_quarantine = ""
+        self._adapter_note = ""
         self._modules: OrderedDict[str, Module] = OrderedDict()
         self._open_host()
 
@@ -121,12 +124,26 @@ class JobRunner:
         slot = self._slot()
         try:
             config = self._config(slot) if callable(self._config) else self._config
+            config = self._with_ray_gpu(config, slot)
             self._host = Host(config)
             self._host_error = ""
         except (ConfigError, GpuRequiredError, TypeError, RuntimeError) as exc:
             self._host, self._host_error = None, f"{type(exc).__name__}: {exc}"
         self._hosts_opened += 1
         self._modules.clear()
+
+    def _with_ray_gpu(self, config: Config, slot: ActorSlot) -> Config:
+        """The adapter of the one GPU Ray gave this actor, where it can be matched (gpu_match.py)."""
+        if not isinstance(config, Config) or config.adapter is not None or config.disabled or len(slot.gpu_ids) != 1:
+            self._adapter_note = ""
+            return config
+        from wagogpu.gpu import list_adapters
+
+        node_gpus = next((int(n.get("Resources", {}).get("GPU", 0)) for n in ray.nodes()
+                          if n.get("NodeID") == slot.node_id), 0)
+        match = match_gpu(config, slot.gpu_ids, list_adapters(), node_gpus)
+        self._adapter_note = match.note
+        return match.config
 
     def _ready_host(self) -> Host:
         if self._host is None:
@@ -192,7 +209,7 @@ class JobRunner:
         snap = host.buffer_snapshot() if host is not None else None
         return ActorInfo(self._index, os.getpid(), slot.node_id, slot.gpu_ids, snap.device if snap else "",
                          snap.state if snap else "NO_HOST", self._hosts_opened, self._jobs, self._compiles,
-                         self._last_quarantine)
+                         self._last_quarantine, self._adapter_note)
 
     def shutdown(self) -> int:
         """Close the Host (and with it every module and instance); returns the process id."""

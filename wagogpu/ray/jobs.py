@@ -161,3 +161,4 @@ class ActorInfo:
     jobs: int
     compiles: int  # modules compiled (once per module and Host)
     last_quarantine: str  # the reason of the last quarantine that replaced its Host, "" if none
+    adapter_note: str = ""  # how the adapter of Ray's GPU was chosen, or why it could not be (gpu_match.py)
