@@ -99,6 +99,8 @@ def test_info_json_choices(capsys):
         assert not adapters[default["adapter"]]["is_software"] and default["cpu_only_reason"] == ""
     probe = report["probe"]
     assert probe["opened"], probe["reason"]
+    limits = probe["loop_limits"]  # measured by the device's loop probe (gpu/probe.py)
+    assert limits["error"] == "" and (limits["cut"] is None) == (limits["budget"] is None)
 
 
 # -- compile ----------------------------------------------------------------------------------------

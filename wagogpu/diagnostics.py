@@ -177,6 +177,7 @@ class KernelDiagnostic:
     contract_verified: bool = False
     translate: float = 0.0
     pipeline: float = 0.0
+    loop_budget: int = 0  # ours: the loop budget its dispatches carry (0: no loop, or none is safe)
 
 
 @dataclass
@@ -218,6 +219,31 @@ class BufferSnapshot:
     device: str = ""  # adapter description, "" when none (ours; names the adapter in every figure)
     device_init: float = 0.0
     timestamps_supported: bool = False
+    loop_limits: LoopLimits | None = None  # ours: the adapter's measured loop limits (None: no device)
+    loop_budget: int = 0  # ours: loop-head passes an invocation of a one-loop kernel may make
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    """What an adapter does to long shader loops, as measured when the device opened (gpu/probe.py).
+
+    ``cut``: loop passes after which the adapter silently ends a loop (llvmpipe: 65,535), None when
+    none was seen within ``probed_passes``. ``lanes``: invocations that share one count (llvmpipe:
+    its SIMD width, 8 on a 256-bit host). ``across_loops``: the count spans the loops of an
+    invocation one after another. ``single_pass_free``: a loop that never repeats (the compiler's
+    block wrappers) costs nothing. ``budget``: loop-head passes one kernel invocation may make on
+    this adapter (None: the adapter sets no limit; 0: loop kernels always fall back to the CPU).
+    ``error``: why the probe could not measure (the budget is then 0).
+    """
+
+    cut: int | None
+    lanes: int
+    across_loops: bool
+    single_pass_free: bool
+    budget: int | None
+    probed_passes: int
+    seconds: float
+    error: str = ""
 
 
 @dataclass

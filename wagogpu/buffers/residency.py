@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from ..abi import accessor as acc
 from ..abi.table import Status
-from ..diagnostics import BufferOperation, TransferCounters
+from ..diagnostics import BufferOperation, LoopLimits, TransferCounters
 from ..gpu import BufferHandle, DeviceAllocationError, DeviceFailure, UploadStage
+from ..gpu.probe import loop_budget
 from ..memcopy import copy_bytes, copy_many
 from .budget import RuntimeBudget
 from .convert import words_to_stored
@@ -40,6 +41,16 @@ class Residency:
         self.quarantined = False
         self.quarantine_reason = ""
         self.totals_complete = True
+        # Measured when the device opened (once per adapter in the process): see gpu/probe.py.
+        self.loop_limits: LoopLimits | None = device.loop_limits if device is not None else None
+
+    def loop_budget(self, loops: int, ceiling: int) -> int:
+        """Loop-head passes one invocation of a kernel with ``loops`` loops may make here: the
+        compiler's ``ceiling``, lower where the adapter cuts loops short (0 for a loop-free kernel)."""
+        if loops <= 0 or ceiling <= 0 or self.loop_limits is None:
+            return 0
+        limit = loop_budget(self.loop_limits, loops)
+        return ceiling if limit is None else min(ceiling, limit)
 
     # -- quarantine -----------------------------------------------------------------------
     @property

@@ -37,8 +37,9 @@ Errors on the GPU. Kernels that can trap, loop or gather declare the error word
 `atomicMax(&err[0], code)` and returns; the host then publishes nothing and dispatch returns 1, so
 the guest's CPU runner produces Wasm's behaviour, trap included.
 
-Loop budget. `var fuel: u32 = LOOP_BUDGET` counts the passes through the heads of all wrapper
-loops of an invocation together (reader.LOOP_BUDGET, 2^20); the pass that finds it at zero raises
+Loop budget. `var fuel: u32 = params.pad0` counts the passes through the heads of all wrapper
+loops of an invocation together; the host sets it at most reader.LOOP_BUDGET (2^20), lower where
+the adapter cuts loops (abi/kernel.py, gpu/probe.py). The pass that finds it at zero raises
 KernelError.LOOP_BUDGET. So no kernel can keep the device busy for longer than about
 LOOP_BUDGET x (body instructions) steps per invocation.
 
@@ -60,6 +61,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..abi.kernel import LOOP_BUDGET_FIELD
 from ..abi.table import SLOT_COUNT
 from . import reader as lim
 from .contract import CompileError, KernelError
@@ -455,7 +457,7 @@ class FlowLowering(Lowering):
         if self.uses_brk:
             self.decls.append("  var brk: u32 = 0u;\n")
         if self.uses_fuel:
-            self.decls.append(f"  var fuel: u32 = {self.budget}u;\n")
+            self.decls.append(f"  var fuel: u32 = params.{LOOP_BUDGET_FIELD};\n")  # set per device
         else:
             self.budget = 0
         self.code[0] = "".join(self.decls)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..diagnostics import LoopLimits
 from .adapters import AdapterChoice, AdapterInfo, BackendName, select_adapters
 from .backend import Backend, BackendFlags, DeviceApi, load_api
 from .core import DeviceCore
@@ -26,6 +27,7 @@ from .faults import FaultInjector
 from .handles import BufferHandle, BufferKind, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, UploadStage
 from .pipelines import Pipelines
 from .pool import BufferPool
+from .probe import probed_limits
 from .readback import Readback
 from .resources import BufferTable
 from .tuning import DeviceTuning
@@ -51,6 +53,7 @@ class GpuDevice:
         self.tuning = tuning
         self.open_seconds = open_seconds
         self.limits = dict(backend.limits)
+        self._loop_limits: LoopLimits | None = None
         core = self._core = DeviceCore(backend, info, faults, tuning)
         self._pool = BufferPool(core)
         self._buffers = BufferTable(core, self._pool)
@@ -202,6 +205,15 @@ class GpuDevice:
     @property
     def has_timestamps(self) -> bool:
         return self._core.backend.has_timestamps
+
+    @property
+    def loop_limits(self) -> LoopLimits:
+        """What this adapter does to long shader loops (gpu/probe.py): measured on first use, once
+        per adapter in the process. Its ``budget`` is what a one-loop kernel may use here."""
+        limits = self._loop_limits
+        if limits is None:
+            limits = self._loop_limits = probed_limits(self)
+        return limits
 
     @property
     def readahead_hits(self) -> int:

@@ -12,6 +12,7 @@ import wasmtime
 
 from ..buffers import DispatchPlan
 from ..compiler.contract import KernelClass, ModuleContract
+from ..compiler.flow import OUT_OF_FUEL
 from ..errors import ModuleError
 from ..gpu import ComputePipeline
 from .context import RuntimeContext
@@ -105,8 +106,10 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
             continue
         finally:
             module.pipeline_seconds[kernel.id] = time.perf_counter() - t0
+        # Each pass through a loop head spends one unit of the kernel's fuel (compiler/flow.py).
+        budget = ctx.residency.loop_budget(plan.wgsl.count(OUT_OF_FUEL), plan.loop_budget)
         module.dispatch_plans[kernel.id] = DispatchPlan(
-            pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word)
+            pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word, budget)
 
 
 def _build_legacy(ctx: RuntimeContext, module: Module) -> None:
