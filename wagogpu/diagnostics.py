@@ -221,6 +221,7 @@ class BufferSnapshot:
     timestamps_supported: bool = False
     loop_limits: LoopLimits | None = None  # ours: the adapter's measured loop limits (None: no device)
     loop_budget: int = 0  # ours: loop-head passes an invocation of a one-loop kernel may make
+    quarantine: QuarantineReport | None = None  # ours: what the quarantine read back and what it lost
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,24 @@ class LoopLimits:
     probed_passes: int
     seconds: float
     error: str = ""
+
+
+@dataclass(frozen=True)
+class QuarantineReport:
+    """What the quarantine kept (wagogpu's guarantee beyond abi.md §4.7: nothing readable is lost).
+
+    ``settled``: the work that timed-out waits left on the device finished within the bound, so the
+    device could be read. ``rescued_*``: committed GPU-only buffers read back into their CPU copies;
+    ``lost_buffers``: those that could not be (they are CONTENTS_LOST). Seconds are wall time.
+    """
+
+    reason: str
+    settled: bool
+    rescued_buffers: int
+    rescued_bytes: int
+    lost_buffers: int
+    settle_seconds: float
+    rescue_seconds: float
 
 
 @dataclass

@@ -12,6 +12,7 @@ object is registered in the backend's NativeSet when made and freed there once (
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 
@@ -194,6 +195,13 @@ class GpuDevice:
 
     # -------------------------------------------------------------- state
 
+    def settle(self, timeout: float) -> bool:
+        """Wait, submitting nothing, until the work that timed-out waits left on the device is done:
+        True then (the device can be read again without blocking), False when ``timeout`` passes
+        first or the device is closed or lost.  On some drivers (lavapipe) a submission blocks in
+        the driver until the work before it is done, so call this before reading after a timeout."""
+        return self._core.settled(_perf() + max(0.0, timeout))
+
     def is_lost(self) -> bool:
         """True once the device reported loss (or a "lost" fault was injected)."""
         return self._core.flags.lost
@@ -257,6 +265,9 @@ class GpuDevice:
         Never waits on a thread blocked in execute: that thread notices the closed flag at its
         next poll and raises DeviceFailure("closed").  If a thread is stuck inside a native call
         for tuning.close_lock_seconds, the native objects are left to process exit instead.
+        Never waits for work still running after a timeout either: releasing the device waits in
+        the driver until its queue is idle (on lavapipe, as long as a runaway kernel runs), so
+        then the objects are freed now and the device itself is released on a daemon thread.
         """
         core = self._core
         if core.closed:
@@ -274,7 +285,11 @@ class GpuDevice:
             self._uploads.close()
             self._readback.copies.clear()
             self._pool.close()
-            core.backend.close()
+            if core.pending():
+                core.natives.release_all()
+                threading.Thread(target=core.backend.close, name="wagogpu-device-release", daemon=True).start()
+            else:
+                core.backend.close()
         finally:
             core.lock.release()
 

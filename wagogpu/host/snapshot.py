@@ -59,7 +59,7 @@ def buffer_snapshot(ctx: RuntimeContext) -> BufferSnapshot:
         legacy_buffer_bytes=budget.legacy_bytes, peak_runtime_buffer_bytes=budget.peak_bytes,
         device=device.info.name if device is not None else "", device_init=ctx.device_init,
         timestamps_supported=bool(device.has_timestamps) if device is not None else False,
-        loop_limits=res.loop_limits, loop_budget=res.loop_budget(1, reader.LOOP_BUDGET))
+        loop_limits=res.loop_limits, loop_budget=res.loop_budget(1, reader.LOOP_BUDGET), quarantine=res.quarantine_report)
 
 
 def kernel_diagnostic(ctx: RuntimeContext, module: Module, k: KernelConfig) -> KernelDiagnostic:
