@@ -32,6 +32,15 @@ TAKING_TURNS = (f"(loop $o (if (i32.eq (local.get $k) (i32.rem_u (local.get $i) 
                 f" {rd(0)})))))"
                 f" (br_if $o (i32.lt_u (local.tee $k (i32.add (local.get $k) (i32.const 1))) (i32.const {STEPS}))))"
                 + wr(2, "I32", "(local.get $b)"))
+# TAKING_TURNS whose inner loop also runs two `if`s that a branch leaves: each becomes a WGSL loop
+# that never repeats, and lavapipe charges each a pass every time it runs.
+_LEFT_IF = ("(if (i32.and (local.get $b) (i32.const {bit})) (then (br_if 0 (i32.eqz (local.get $k)))"
+            " (local.set $a (i32.add (local.get $a) (i32.const 1)))))")
+WITH_WRAPPERS = (f"(loop $o (if (i32.eq (local.get $k) (i32.rem_u (local.get $i) (i32.const {STEPS})))"
+                 f" (then (loop $in {_LEFT_IF.format(bit=1)} {_LEFT_IF.format(bit=2)}"
+                 f" (br_if $in (i32.lt_u (local.tee $b (i32.add (local.get $b) (i32.const 1))) {rd(0)})))))"
+                 f" (br_if $o (i32.lt_u (local.tee $k (i32.add (local.get $k) (i32.const 1))) (i32.const {STEPS}))))"
+                 + wr(2, "I32", "(i32.xor (local.get $b) (i32.shl (local.get $a) (i32.const 16)))"))
 RUNAWAY = wr(2, "I32", "(i32.const 7)") + " (loop $l (br $l))"
 
 
@@ -146,3 +155,25 @@ def test_lanes_taking_turns_in_nested_loops_are_never_cut(gpu):
         assert job.output == [n] * COUNT, n
         assert job.status == (Status.OK if STEPS + n <= budget else Status.CPU_FALLBACK), n
         assert job.committed == (job.status == Status.OK)
+
+
+def taking_turns_answer(i: int, n: int) -> int:
+    """WITH_WRAPPERS as Wasm computes it for element i and n inner passes."""
+    k, a = i % STEPS, 0
+    for b in range(n):  # the two ifs see b before its increment; both branch out when k == 0
+        a += sum(1 for bit in (1, 2) if b & bit and k != 0)
+    return (n ^ (a << 16)) & 0xFFFFFFFF
+
+
+def test_block_wrappers_count_in_the_budget(gpu):
+    """Four WGSL loops (two Wasm loops, two wrappers the driver keeps): the budget of four. With
+    only the Wasm loops counted, n = two_loops - STEPS would be committed cut on lavapipe."""
+    budget = run(gpu, WITH_WRAPPERS, [1] * COUNT).budget
+    limits = gpu.device.loop_limits
+    four = loop_budget(limits, 4)
+    assert budget == (lim.LOOP_BUDGET if four is None else min(lim.LOOP_BUDGET, four))
+    two_loops = loop_budget(limits, 2) or lim.LOOP_BUDGET
+    for n in (budget - STEPS, min(two_loops, lim.LOOP_BUDGET) - STEPS):
+        job = run(gpu, WITH_WRAPPERS, [n] * COUNT)
+        assert job.output == [taking_turns_answer(i, n) for i in range(COUNT)], n
+        assert job.status == (Status.OK if STEPS + n <= budget else Status.CPU_FALLBACK), n

@@ -231,9 +231,10 @@ class LoopLimits:
     ``cut``: loop passes after which the adapter silently ends a loop (llvmpipe: 65,535), None when
     none was seen within ``probed_passes``. ``lanes``: invocations that share one count (llvmpipe:
     its SIMD width, 8 on a 256-bit host). ``across_loops``: the count spans the loops of an
-    invocation one after another. ``single_pass_free``: a loop that never repeats (the compiler's
-    block wrappers) costs nothing. ``budget``: loop-head passes one kernel invocation may make on
-    this adapter (None: the adapter sets no limit; 0: loop kernels always fall back to the CPU).
+    invocation one after another. ``single_pass_free``: the driver removed the probe's loops that
+    never repeat (it keeps others, so the budget counts them all). ``budget``: loop-head passes one
+    invocation of a one-loop kernel may make on this adapter (None: the adapter sets no limit; 0:
+    loop kernels always fall back to the CPU).
     ``error``: why the probe could not measure (the budget is then 0).
     """
 

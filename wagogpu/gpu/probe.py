@@ -6,22 +6,25 @@ invocation, nested or one after another; a loop statement the group reaches with
 still costs one pass. The loop that uses up the count exits as if it had broken, and every loop
 after it runs one pass. A kernel whose loop is cut writes a wrong answer and reports no error.
 
-The kernels' own loop budget (the compiler's `fuel`, one per pass through a loop head, for every
-loop of an invocation together) must therefore run out first. With ``lanes`` invocations sharing
-``cut`` passes, a budget B and a kernel of L loops: each invocation makes at most B + 1 passes (the
-last one raises the error word), so the group's passes with a lane active are at most
-lanes x (B + 1); a loop reached with no lane active costs one pass each time its enclosing loop
-passes, at most L - 1 extra passes per pass with a lane active, plus L. So the group makes at most
+The kernels' own loop budget (the compiler's `fuel`, one per pass through the head of a Wasm loop,
+for every loop of an invocation together) must therefore run out first. With ``lanes``
+invocations sharing ``cut`` passes, a budget B and a kernel of L WGSL loops (its Wasm loops and
+the compiler's block wrappers, loops that never repeat): each invocation makes at most B + 1
+passes through Wasm loop heads (the last one raises the error word), so the group makes at most
+lanes x (B + 1) passes with a lane active in a Wasm loop; every other pass is a loop statement run
+once, a wrapper or a loop reached with no lane active, at most one per loop statement each time
+its enclosing loop passes: at most L - 1 per such pass, plus L. So the group makes at most
 L x lanes x (B + 1) + L passes, and loop_budget() picks the largest B that keeps this below the
-cut, with SAFETY_PASSES in hand.
+cut, with SAFETY_PASSES in hand. (Wrappers must be counted: lavapipe keeps some of them, such as
+an `if` that a branch leaves, and charges them a pass each time.)
 
 Four probes, in one shader and two dispatches (the second only when the first found a cut):
 
   SINGLE       one invocation counts PROBE_PASSES passes: the cut, if any;
   ACROSS       two loops one after the other, together longer than the cut: a shared count?
-  SINGLE_PASS  a loop of almost `cut` passes, each running two loops that never repeat (the
-               compiler's block wrappers): do those cost passes too? If they do, no budget is
-               safe for every kernel, and loops always fall back (budget 0);
+  SINGLE_PASS  a loop of almost `cut` passes, each running two loops that never repeat (simple
+               block wrappers): does the driver remove them? (Recorded only: it keeps others, so
+               the budget counts every wrapper anyway);
   LANES        each of 256 invocations runs an inner loop of cut - LANES_HEADROOM passes at its
                own pass of an outer loop: only the first invocation of each group that shares a
                count finishes its inner loop, so 256 / (invocations that finished) is the group
@@ -141,14 +144,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 
 
 def loop_budget(limits: LoopLimits, loops: int = 1) -> int | None:
-    """Loop-head passes one invocation of a kernel with ``loops`` loops may make on an adapter with
-    ``limits`` so that no group of invocations reaches its cut (the module docstring derives it).
-    None: the adapter sets no limit; 0: no budget is safe there, loop kernels fall back."""
+    """Loop-head passes one invocation of a kernel with ``loops`` WGSL loops (wrappers included) may
+    make on an adapter with ``limits`` so that no group of invocations reaches its cut (the module
+    docstring derives it). None: the adapter sets no limit; 0: none is safe, loop kernels fall back."""
     if limits.error:
         return 0
     if limits.cut is None:
         return None
-    if not limits.single_pass_free or not 1 <= limits.lanes <= LANES:
+    if not 1 <= limits.lanes <= LANES:
         return 0
     loops = max(1, loops)
     return max(0, (limits.cut - loops) // (limits.lanes * loops) - 1 - SAFETY_PASSES)
