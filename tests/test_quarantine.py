@@ -5,6 +5,7 @@ what cannot be read is CONTENTS_LOST, the failed dispatch commits nothing, and c
 wait for a runaway kernel (tests run on lavapipe unless WAGO_GPU_TEST=1)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -34,10 +35,9 @@ class BigGuest(Guest):
         self.inst = host.instantiate(module)
 
 
-def two_guests(run_timeout: float = 5.0, readback_seconds: float = 1.0) -> tuple[Guest, BigGuest]:
+def two_guests(readback_seconds: float = 1.0) -> tuple[Guest, BigGuest]:
     """B doubles floats; A counts (COUNTING, kernel 1): two instances of one host."""
-    host = gpu_host(kernels=[INT_KERNEL, DOUBLE], run_timeout=run_timeout,
-                    tuning=TransferTuning(quarantine_readback_seconds=readback_seconds))
+    host = gpu_host(kernels=[INT_KERNEL, DOUBLE], tuning=TransferTuning(quarantine_readback_seconds=readback_seconds))
     b = Guest(host, kernels=runner_kernel("double", 0, 1, "(f32.mul $x (f32.const 2))"))
     a = BigGuest(host, kernel_text(COUNTING, LOCALS), pages=80)
     return b, a
@@ -95,9 +95,11 @@ def test_a_stalled_dispatch_loses_nothing_another_instance_committed():
 
 def runaway(readback_seconds: float) -> tuple[Guest, BigGuest, int, int, QuarantineReport]:
     """B holds a resident result (x -> y); A's long job runs past run_timeout and is cancelled."""
-    b, a = two_guests(run_timeout=RUN_TIMEOUT, readback_seconds=readback_seconds)
-    x, y = resident_result(b)
+    b, a = two_guests(readback_seconds=readback_seconds)
+    x, y = resident_result(b)  # under the default run_timeout: a GPU's first dispatch may take 0.1 s
     _src, dst = long_job(a)
+    ctx = a.host.context
+    ctx.config = dataclasses.replace(ctx.config, run_timeout=RUN_TIMEOUT)  # for A's job only
     assert a.dispatch(INT_KERNEL.id, a.buf(dst).length) == Status.CANCELLED
     assert a.state(dst) == "CPU_CURRENT" and a.version(dst) == 1  # the runaway's output: never committed
     report = a.host.buffer_snapshot().quarantine
