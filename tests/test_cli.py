@@ -99,6 +99,8 @@ def test_info_json_choices(capsys):
         assert not adapters[default["adapter"]]["is_software"] and default["cpu_only_reason"] == ""
     probe = report["probe"]
     assert probe["opened"], probe["reason"]
+    limits = probe["loop_limits"]  # measured by the device's loop probe (gpu/probe.py)
+    assert limits["error"] == "" and (limits["cut"] is None) == (limits["budget"] is None)
 
 
 # -- compile ----------------------------------------------------------------------------------------
@@ -331,7 +333,9 @@ def test_info_numbers_the_adapters_and_probes_one_by_index(capsys):
         return
     code, out, _ = run_cli(capsys, "info", "--probe", "--allow-software-adapter", "--backend", "gl", "--adapter",
                            "LLVMPIPE")
-    assert code == 0 and "opened llvmpipe" in out and "OpenGL" in out.splitlines()[-1]
+    probe = [line for line in out.splitlines() if line.startswith("probe (")]
+    assert code == 0 and len(probe) == 1 and "opened llvmpipe" in probe[0] and "OpenGL" in probe[0]
+    assert out.splitlines()[-1].startswith("  loops: cut after ")  # llvmpipe cuts loops (gpu/probe.py)
     assert_error(capsys, ["info", "--probe", "--adapter", "99"], "--adapter/--backend: adapter index 99 matches "
                                                                  "no adapter; adapters: 0: ")
     assert_error(capsys, ["info", "--adapter", "0"], "--adapter and --backend choose the device --probe opens")

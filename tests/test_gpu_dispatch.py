@@ -191,19 +191,27 @@ def test_execute_failure_at_each_stage(stage):
     g.host.close()
 
 
+@pytest.mark.parametrize("always", [False, True], ids=["once", "always"])
 @pytest.mark.parametrize("stage", ["map", "timeout", "submit"])
-def test_readback_failure_reports_and_keeps_guest_memory(stage):
+def test_readback_failure_reports_and_keeps_guest_memory(stage, always):
+    """The failed copy-back reports its status and leaves guest memory alone; the quarantine then
+    reads b back if the device still can (a failure once), else b is lost (a failure every time)."""
     g = twice_guest()
     a, b = prepared(g)
     assert g.dispatch(1, 4) == 0
     g.inst.write_memory(64, b"\xAA" * 16)
-    faulty(g, fail={stage: 1})
+    faulty(g, **({"fail_always": [stage]} if always else {"fail": {stage: 1}}))
     status = g.inst.call("copyBuffer32", b, 0, 0, 64, 4)
     assert status in (Status.DEVICE_ERROR, Status.CANCELLED)
     assert g.inst.read_memory(64, 16) == b"\xAA" * 16
-    assert g.state(b) == "CONTENTS_LOST"
-    with pytest.raises(Exception, match="status 8"):
-        g.inst.call("readBufferF32", b, 0)
+    report = g.host.buffer_snapshot().quarantine
+    if always:
+        assert g.state(b) == "CONTENTS_LOST" and (report.rescued_buffers, report.lost_buffers) == (0, 1)
+        with pytest.raises(Exception, match="status 8"):
+            g.inst.call("readBufferF32", b, 0)
+    else:
+        assert g.state(b) == "CPU_CURRENT" and (report.rescued_buffers, report.lost_buffers) == (1, 0)
+        assert g.inst.call("readBufferF32", b, 0) == 2.0
     g.host.close()
 
 

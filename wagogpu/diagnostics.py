@@ -177,6 +177,7 @@ class KernelDiagnostic:
     contract_verified: bool = False
     translate: float = 0.0
     pipeline: float = 0.0
+    loop_budget: int = 0  # ours: the loop budget its dispatches carry (0: no loop, or none is safe)
 
 
 @dataclass
@@ -221,6 +222,51 @@ class BufferSnapshot:
     device: str = ""  # adapter description, "" when none (ours; names the adapter in every figure)
     device_init: float = 0.0
     timestamps_supported: bool = False
+    loop_limits: LoopLimits | None = None  # ours: the adapter's measured loop limits (None: no device)
+    loop_budget: int = 0  # ours: loop-head passes an invocation of a one-loop kernel may make
+    quarantine: QuarantineReport | None = None  # ours: what the quarantine read back and what it lost
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    """What an adapter does to long shader loops, as measured when the device opened (gpu/probe.py).
+
+    ``cut``: loop passes after which the adapter silently ends a loop (llvmpipe: 65,535), None when
+    none was seen within ``probed_passes``. ``lanes``: invocations that share one count (llvmpipe:
+    its SIMD width, 8 on a 256-bit host). ``across_loops``: the count spans the loops of an
+    invocation one after another. ``single_pass_free``: the driver removed the probe's loops that
+    never repeat (it keeps others, so the budget counts them all). ``budget``: loop-head passes one
+    invocation of a one-loop kernel may make on this adapter (None: the adapter sets no limit; 0:
+    loop kernels always fall back to the CPU).
+    ``error``: why the probe could not measure (the budget is then 0).
+    """
+
+    cut: int | None
+    lanes: int
+    across_loops: bool
+    single_pass_free: bool
+    budget: int | None
+    probed_passes: int
+    seconds: float
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class QuarantineReport:
+    """What the quarantine kept (wagogpu's guarantee beyond abi.md §4.7: nothing readable is lost).
+
+    ``settled``: the work that timed-out waits left on the device finished within the bound, so the
+    device could be read. ``rescued_*``: committed GPU-only buffers read back into their CPU copies;
+    ``lost_buffers``: those that could not be (they are CONTENTS_LOST). Seconds are wall time.
+    """
+
+    reason: str
+    settled: bool
+    rescued_buffers: int
+    rescued_bytes: int
+    lost_buffers: int
+    settle_seconds: float
+    rescue_seconds: float
 
 
 @dataclass

@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import wagogpu.compiler.buffer as buffer_mod  # noqa: E402
 import wagogpu.compiler.legacy as legacy_mod  # noqa: E402
-from wagogpu.compiler import workgroup_grid  # noqa: E402
+from wagogpu.compiler import parameter_block, workgroup_grid  # noqa: E402
+from wagogpu.compiler import reader as lim  # noqa: E402
 
 settings.register_profile("compiler", suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                               HealthCheck.too_slow], deadline=None)
@@ -67,8 +68,9 @@ class GpuHelper:
         wgpu = self.wgpu
         dev = self.device
         usage = wgpu.BufferUsage
-        params = np.array([count, 0, 0, 0], dtype=np.uint32)
-        ubuf = dev.create_buffer_with_data(data=params.tobytes(), usage=usage.UNIFORM)
+        # The loop budget travels in the parameter block; these kernels loop a few times at most.
+        params = parameter_block(count, lim.LOOP_BUDGET)
+        ubuf = dev.create_buffer_with_data(data=params, usage=usage.UNIFORM)
         entries = [{"binding": 0, "resource": {"buffer": ubuf, "offset": 0, "size": 16}}]
         bufs = {}
         for i, slot in enumerate(sorted(slots)):

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from wagogpu.gpu import (DeviceAllocationError, DeviceFailure, ExecutePlan, FaultInjector, GpuDevice,
+from wagogpu.gpu import (BufferHandle, DeviceAllocationError, DeviceFailure, ExecutePlan, FaultInjector, GpuDevice,
                          PipelineError)
 from wagogpu.gpu.faults import STAGES
 from wagogpu.gpu.pool import PoolKind
@@ -138,13 +138,9 @@ def test_submit_fault_in_write(make_device) -> None:
     assert err.value.stage == "submit" and not err.value.submitted
 
 
-def test_real_timeout_then_close(make_device) -> None:
-    """A kernel that outlives its deadline: the poll loop gives up, close() still completes.
-
-    The work is calibrated so it takes ~0.3 s on whatever adapter runs the test
-    (lavapipe or an H200), then given a 2 ms deadline.
-    """
-    dev = make_device()
+def slow_plan(dev: GpuDevice, seconds: float) -> tuple[ExecutePlan, BufferHandle]:
+    """A dispatch calibrated to take about ``seconds`` on whatever adapter runs the test (lavapipe
+    or an H200), and the buffer it writes."""
     pipe = dev.pipeline(WGSL_SLOW, [False])
     n = 1 << 16
     a, u = dev.create_storage(n * 4), dev.create_uniform()
@@ -156,17 +152,42 @@ def test_real_timeout_then_close(make_device) -> None:
         if took > 0.03 or rounds >= 1 << 28:
             break
         rounds *= 8
-    rounds = min(int(rounds * 0.3 / took) + 1, 1 << 31)
-    slow = ExecutePlan(pipe, u, struct_params(n, rounds), [a], workgroups=grid(n))
+    rounds = min(int(rounds * seconds / took) + 1, 1 << 31)
+    return ExecutePlan(pipe, u, struct_params(n, rounds), [a], workgroups=grid(n)), a
+
+
+def timed_out(dev: GpuDevice, plan: ExecutePlan) -> None:
     t0 = time.perf_counter()
     with pytest.raises(DeviceFailure) as err:
-        dev.execute(slow, 0.002)
+        dev.execute(plan, 0.002)
     assert err.value.stage == "timeout" and err.value.timed_out and err.value.submitted
     assert time.perf_counter() - t0 < 0.25
+
+
+def test_real_timeout_then_close(make_device) -> None:
+    """A kernel that outlives its deadline: the poll loop gives up; close() does not wait for the
+    kernel (releasing the device would wait in the driver: that happens on a daemon thread)."""
+    dev = make_device()
+    slow, _ = slow_plan(dev, 0.5)
+    timed_out(dev, slow)
     t0 = time.perf_counter()
     dev.close()
-    assert time.perf_counter() - t0 < 10.0
+    assert time.perf_counter() - t0 < 0.5
     assert dev.closed
+
+
+def test_settle_waits_for_the_work_a_timeout_left_without_submitting(make_device) -> None:
+    dev = make_device()
+    slow, a = slow_plan(dev, 0.3)
+    staging = dev.create_staging(a.nbytes)
+    submissions = dev.stats.submissions
+    timed_out(dev, slow)
+    assert not dev.settle(0.0)  # still running
+    assert dev.settle(30.0) and dev.settle(0.0)
+    assert dev.stats.submissions == submissions + 1  # settling submitted nothing
+    t0 = time.perf_counter()
+    assert dev.read(a, staging, a.nbytes, 5.0).size == a.nbytes // 4  # readable again, at once
+    assert time.perf_counter() - t0 < 0.25
 
 
 def struct_params(count: int, rounds: int) -> bytes:

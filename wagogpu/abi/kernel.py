@@ -27,6 +27,11 @@ ROW_INVOCATIONS = MAX_GROUPS_PER_DIMENSION * WORKGROUP_SIZE  # 16,776,960 invoca
 # y <= 256 rows of ROW_INVOCATIONS, i.e. 65535 * 65536 = 4,294,901,760 elements.
 MAX_GRID_COUNT = ROW_INVOCATIONS * 256
 PARAMETER_BLOCK_BYTES = 16
+# Word 1 of the parameter block: the loop budget, loop-head passes one invocation may make. It is
+# set per device and kernel at run time (the adapter's measured loop limits decide it, see
+# gpu/probe.py), so the WGSL does not depend on the device. The shader's Params struct keeps the
+# reference's field names, so kernels of the reference subset keep their exact text.
+LOOP_BUDGET_FIELD = "pad0"
 ERROR_WORD_BYTES = 16  # array<atomic<u32>, 4>: word 0 holds the first KernelError raised
 
 
@@ -161,6 +166,10 @@ def workgroup_grid(count: int) -> tuple[int, int]:
     return min(groups, MAX_GROUPS_PER_DIMENSION), -(-groups // MAX_GROUPS_PER_DIMENSION)
 
 
-def parameter_block(count: int) -> bytes:
-    """The 16 bytes the uniform `params` holds for a dispatch of `count`: {count, 0, 0, 0} (abi.md §4.6)."""
-    return struct.pack("<4I", count, 0, 0, 0)
+def parameter_block(count: int, loop_budget: int = 0) -> bytes:
+    """The 16 bytes the uniform `params` holds for a dispatch of `count`: {count, loop_budget, 0, 0}.
+
+    The reference's block is {count, 0, 0, 0} (abi.md §4.6); its kernels read only the count. A
+    kernel with loops starts its `fuel` at params.pad0 (LOOP_BUDGET_FIELD), so a budget of 0 makes
+    its first loop pass raise KernelError.LOOP_BUDGET: the dispatch then falls back to the CPU."""
+    return struct.pack("<4I", count, loop_budget, 0, 0)

@@ -1,6 +1,7 @@
 """The buffer layer: per-instance buffer tables and typed records, byte budgets and eviction,
-where contents live (residency) and the GPU dispatch transaction. Knows buffers and the device,
-not Wasm: the host hands it each accessor memory as two callables (AccessorMemory)."""
+where contents live (residency), the quarantine that reads back what the device can still give
+before anything is marked lost (quarantine.py) and the GPU dispatch transaction. Knows buffers and
+the device, not Wasm: the host hands it each accessor memory as two callables (AccessorMemory)."""
 from .budget import BufferLimits, HeapAllocator, RuntimeBudget
 from .dispatch import Dispatcher
 from .eviction import DeviceResources, Held

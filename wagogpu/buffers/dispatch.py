@@ -106,6 +106,7 @@ class Dispatcher:
             op.parameter_upload_bytes += UNIFORM_BYTES
             op.parameter_upload_count += 1
             tx.inst.device.uniform_count = tx.count
+            tx.inst.device.uniform_budget = tx.plan.loop_budget
         op.upload += result.upload_s
         op.device_copy += result.seed_s
         op.compute += result.compute_s

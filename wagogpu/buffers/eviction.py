@@ -48,6 +48,7 @@ class DeviceResources:
     staging: Scratch | None = None
     uniform: BufferHandle | None = None
     uniform_count: int | None = None  # count the uniform holds after the last completed dispatch
+    uniform_budget: int = 0  # ... and its loop budget
     small_in_use: bool = False  # a dispatch is setting up the small buffers: not evictable meanwhile
     error_word: tuple[BufferHandle, BufferHandle] | None = None  # (storage, staging) for kernels that report errors
     retired_bytes: int = 0

@@ -8,16 +8,19 @@ device copy. The dispatch transaction (transaction.py) runs on top of it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..abi import accessor as acc
 from ..abi.table import Status
-from ..diagnostics import BufferOperation, TransferCounters
+from ..diagnostics import BufferOperation, LoopLimits, QuarantineReport, TransferCounters
 from ..gpu import BufferHandle, DeviceAllocationError, DeviceFailure, UploadStage
+from ..gpu.probe import loop_budget
 from ..memcopy import copy_bytes, copy_many
 from .budget import RuntimeBudget
 from .convert import words_to_stored
 from .eviction import Held
+from .quarantine import quarantine
 from .records import Buffer
 from .table import InstanceBuffers
 from .tuning import ResolvedTuning, TransferTuning
@@ -39,7 +42,18 @@ class Residency:
         self.tuning = ResolvedTuning.resolve(tuning or TransferTuning(), device)
         self.quarantined = False
         self.quarantine_reason = ""
+        self.quarantine_report: QuarantineReport | None = None
         self.totals_complete = True
+        # Measured when the device opened (once per adapter in the process): see gpu/probe.py.
+        self.loop_limits: LoopLimits | None = device.loop_limits if device is not None else None
+
+    def loop_budget(self, loops: int, ceiling: int) -> int:
+        """Loop-head passes one invocation of a kernel with ``loops`` loops may make here: the
+        compiler's ``ceiling``, lower where the adapter cuts loops short (0 for a loop-free kernel)."""
+        if loops <= 0 or ceiling <= 0 or self.loop_limits is None:
+            return 0
+        limit = loop_budget(self.loop_limits, loops)
+        return ceiling if limit is None else min(ceiling, limit)
 
     # -- quarantine -----------------------------------------------------------------------
     @property
@@ -61,21 +75,11 @@ class Residency:
         if self.device is not None and not self.quarantined and self.device.is_lost():
             self.quarantine("device lost")
 
-    def quarantine(self, reason: str) -> None:
-        """Latch for the runtime's life: GPU-only contents become CONTENTS_LOST everywhere (§4.7)."""
-        if not self.quarantined:
-            self.quarantined = True
-            self.quarantine_reason = reason
-        for inst in list(self.budget.instances):
-            for buf in inst.buffers.values():
-                if buf.parked is not None:
-                    # Host memory still mapped (unless the device was closed under us): keep it.
-                    if buf.parked_valid() and self._device_open():
-                        self._materialize(inst, buf)
-                    self.unpark(inst, buf, keep=False)
-                if buf.stage is not None:
-                    self.drop_held(inst, buf, Held.STAGE)
-                buf.record.mark_quarantined()
+    def quarantine(self, reason: str, unreadable: Iterable[Buffer] = ()) -> None:
+        """Latch for the runtime's life (§4.7); committed GPU-only contents the device can still give
+        back within TransferTuning.quarantine_readback_seconds are read back first, the rest (and
+        ``unreadable``) become CONTENTS_LOST. The order of the steps: quarantine.py."""
+        quarantine(self, reason, unreadable)
 
     def release_device_buffer(self, gpu_buf: BufferHandle | None) -> None:
         if self.device is not None and gpu_buf is not None:
@@ -93,7 +97,7 @@ class Residency:
         if what is not Held.STAGE and buf.parked is not None:
             if what is Held.PARKED and buf.parked_valid() and not buf.record.flags & acc.CPU_CURRENT \
                     and self._device_open():
-                self._materialize(inst, buf)
+                self.materialize(inst, buf)
             self.unpark(inst, buf, keep=what is Held.ALL)
 
     def drop_stage(self, inst: InstanceBuffers, buf: Buffer, stage: UploadStage | None) -> None:
@@ -146,7 +150,7 @@ class Residency:
             self.release_device_buffer(staging)
             inst.release(size)
 
-    def _materialize(self, inst: InstanceBuffers, buf: Buffer) -> None:
+    def materialize(self, inst: InstanceBuffers, buf: Buffer) -> None:
         """Copy a valid parked readback into the CPU copy: the buffer is CPU-current again."""
         assert buf.parked is not None
         copy_bytes(inst.cpu_address(buf), buf.parked[0].mapped, buf.nbytes)
@@ -180,7 +184,7 @@ class Residency:
             # This version was read back already (and counted then): copy it in from the parking.
             valid = buf.parked_valid()
             if valid:
-                self._materialize(inst, buf)
+                self.materialize(inst, buf)
             self.unpark(inst, buf)
             if valid:
                 return _OK

@@ -128,12 +128,13 @@ def _output(res: Residency, tx: Transaction, slot: int, buf: Buffer, replace: bo
 
 
 def set_up_small_buffers(res: Residency, tx: Transaction) -> Status:
-    """The parameter block (one 16-byte uniform per instance, rewritten only when the count
-    changes; its payload reserved for this dispatch) and the error word a kernel may need.
+    """The parameter block (one 16-byte uniform per instance, rewritten only when the count or the
+    kernel's loop budget changes; its payload reserved for this dispatch) and the error word a kernel may need.
     They are in use from here on: no reservation made meanwhile may evict them."""
     d = tx.inst.device
     error_word = tx.plan.error_word
-    if d.uniform is not None and d.uniform_count == tx.count and (d.error_word is not None or not error_word):
+    if d.uniform is not None and d.uniform_count == tx.count and d.uniform_budget == tx.plan.loop_budget \
+            and (d.error_word is not None or not error_word):
         status = _OK  # the steady state of a resident loop: nothing to allocate or reserve
     else:
         d.small_in_use = True
@@ -161,10 +162,10 @@ def _small_buffers(res: Residency, tx: Transaction) -> Status:
             return Status.DEVICE_ERROR
         d.uniform_allocations += 1
         d.uniform_count = None
-    if d.uniform_count != tx.count:
+    if d.uniform_count != tx.count or d.uniform_budget != tx.plan.loop_budget:
         if not inst.reserve(UNIFORM_BYTES):
             return Status.LIMIT_EXCEEDED
-        tx.params = parameter_block(tx.count)
+        tx.params = parameter_block(tx.count, tx.plan.loop_budget)
         tx.transient += UNIFORM_BYTES
     if tx.plan.error_word and d.error_word is None:
         if not inst.reserve(2 * ERROR_WORD_BYTES):

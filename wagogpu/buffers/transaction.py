@@ -28,6 +28,7 @@ class DispatchPlan:
     write_slots: frozenset[int]
     read_before_write: frozenset[int]
     error_word: bool = False
+    loop_budget: int = 0  # the parameter block's word 1: loop-head passes one invocation may make
 
 
 class DispatchEnd(enum.Enum):

@@ -42,6 +42,10 @@ class TransferTuning:
     set_copy_threads: threads for a prestaged set's two copies (into the CPU copy, into the stage);
         on the H200 host at 40 MB 4 + 4 took 2.54-2.78 ms, 8 + 8 2.76, 6 + 2 3.51.
     readahead: ask the device for read-ahead copies of outputs the guest read back last time.
+    quarantine_readback_seconds: when the runtime is quarantined, how long it may wait for the work
+        a timeout left on the device and then read every instance's committed GPU-only buffers back
+        into their CPU copies; what cannot be read by then is CONTENTS_LOST (buffers/quarantine.py).
+        The import that failed returns that much later at most.
     """
 
     prestage_min_bytes: int = MIB
@@ -49,12 +53,17 @@ class TransferTuning:
     in_place_outputs: bool = True
     set_copy_threads: tuple[int, int] = (4, 4)
     readahead: bool = True
+    quarantine_readback_seconds: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("prestage_min_bytes", "park_min_bytes"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"TransferTuning.{name}: expected a non-negative integer, got {value!r}")
+        seconds = self.quarantine_readback_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+            raise ValueError(f"TransferTuning.quarantine_readback_seconds: expected a non-negative number of "
+                             f"seconds, got {seconds!r}")
         threads = self.set_copy_threads
         if len(threads) != 2 or not all(isinstance(t, int) and t >= 1 for t in threads):
             raise ValueError(f"TransferTuning.set_copy_threads: expected two positive integers, got {threads!r}")
@@ -69,10 +78,11 @@ class ResolvedTuning:
     in_place_outputs: bool
     set_copy_threads: tuple[int, int]
     readahead_max_bytes: int  # 0: never ask for a read-ahead
+    quarantine_readback_seconds: float
 
     @classmethod
     def resolve(cls, tuning: TransferTuning, device: GpuDevice | None) -> ResolvedTuning:
         limit = device_readahead_max_bytes(device) if device is not None else 0
         park = tuning.park_min_bytes if tuning.park_min_bytes is not None else limit + 4
         return cls(tuning.prestage_min_bytes, park, tuning.in_place_outputs, tuning.set_copy_threads,
-                   limit if tuning.readahead else 0)
+                   limit if tuning.readahead else 0, tuning.quarantine_readback_seconds)

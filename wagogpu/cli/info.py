@@ -59,10 +59,21 @@ def probe(args: argparse.Namespace) -> dict[str, object]:
     except Exception as exc:
         return {"opened": False, "adapter": "", "reason": one_line(str(exc)), "seconds": time.perf_counter() - t0}
     try:
+        opened = time.perf_counter() - t0
         return {"opened": True, "adapter": device.info.summary(), "timestamps": bool(device.has_timestamps),
-                "reason": "", "seconds": time.perf_counter() - t0}
+                "reason": "", "seconds": opened, "loop_limits": asdict(device.loop_limits)}
     finally:
         device.close()
+
+
+def loop_limits_line(limits: dict[str, Any]) -> str:
+    """What the adapter does to long loops, and the budget a one-loop kernel gets there."""
+    if limits["error"]:
+        return f"{limits['error']}; loop kernels fall back to the CPU"
+    if limits["cut"] is None:
+        return f"no cut seen in {limits['probed_passes']:,} passes; budget: the compiler's"
+    return (f"cut after {limits['cut']:,} passes shared by {limits['lanes']} invocations; a one-loop kernel "
+            f"may make {limits['budget']:,} passes (measured in {limits['seconds'] * 1e3:.0f} ms)")
 
 
 def build_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -123,6 +134,7 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
         if p["opened"]:
             print(f"probe ({setting}): opened {p['adapter']} in {p['seconds'] * 1e3:.1f} ms; GPU timestamps: "
                   f"{'yes' if p['timestamps'] else 'no'}")
+            print(f"  loops: {loop_limits_line(p['loop_limits'])}")
         else:
             print(f"probe ({setting}): no device: {p['reason']}")
 

@@ -23,8 +23,9 @@ assigns and each moves into a `var l<i>` (instructions.py says how they are then
 written). Locals the construct never assigns keep their records: the index and the buffer
 handles survive loops.
 
-Loop budget. `var fuel: u32 = LOOP_BUDGET` counts the passes through the heads of all wrapper
-loops of an invocation together (reader.LOOP_BUDGET); the pass that finds it at zero raises
+Loop budget. `var fuel: u32 = params.pad0` counts the passes through the heads of all wrapper
+loops of an invocation together; the host sets it to at most reader.LOOP_BUDGET, lower where the
+adapter cuts loops short (abi/kernel.py, gpu/probe.py); the pass that finds it at zero raises
 KernelError.LOOP_BUDGET in the error word, so no kernel keeps the device busy for longer than
 about LOOP_BUDGET x (body instructions) steps per invocation.
 

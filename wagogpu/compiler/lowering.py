@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..abi.kernel import KernelError
+from ..abi.kernel import LOOP_BUDGET_FIELD, KernelError
 from ..abi.table import SLOT_COUNT, ElementType
 from . import reader as lim
 from .bindings import BindingFacts
@@ -343,7 +343,7 @@ class Lowering:
         if self.uses_brk:
             decls.append("  var brk: u32 = 0u;\n")
         if self.uses_fuel:
-            decls.append(f"  var fuel: u32 = {self.budget}u;\n")
+            decls.append(f"  var fuel: u32 = params.{LOOP_BUDGET_FIELD};\n")  # the host sets it per device
         if decls:
             self.code[0] = "".join(decls)
         rbw = self.rbw | (self.writes & ~self.exit_mw)

@@ -41,6 +41,10 @@ class DeviceCore:
         self.lock = threading.RLock()
         self.closed = False
         self._ids = itertools.count(1)
+        #: Completion cells of submitted work that a wait gave up on (a timeout): the device may
+        #: still be running it. settled() and close() look here before anything else reaches the
+        #: queue, since on some drivers (lavapipe) a submission blocks until that work is done.
+        self.unfinished: list[MapCell] = []
 
     def new_id(self) -> int:
         """Ids of handles and pipelines (bind groups and read-ahead copies are keyed by them)."""
@@ -107,11 +111,40 @@ class DeviceCore:
             now = _perf()
             if now > deadline:
                 if any(not c.status for c in cells):
+                    self.left_unfinished(cells)
                     raise DeviceFailure(FailureStage.TIMEOUT, f"{what} not complete before the deadline", True, True)
                 return
             if now > spin_until:
                 time.sleep(min(nap, max(0.0, deadline - now)))
                 nap = min(nap * 2, _MAX_NAP)
+
+    def left_unfinished(self, cells: Sequence[MapCell]) -> None:
+        """A wait gave up on ``cells``: remember the ones not resolved yet."""
+        with self.lock:
+            self.unfinished += [c for c in cells if not c.status]
+
+    def pending(self) -> bool:
+        """Whether work a wait gave up on may still be running (lock held; polls once)."""
+        if self.unfinished:
+            self.backend.poll()
+            self.unfinished = [c for c in self.unfinished if not c.status]
+        return bool(self.unfinished)
+
+    def settled(self, deadline: float) -> bool:
+        """Poll, submitting nothing, until the work waits gave up on is done: True then, False
+        when the deadline passes first or the device is closed or lost."""
+        nap = 0.0002
+        while True:
+            with self.lock:
+                if self.closed or self.flags.lost:
+                    return False
+                if not self.pending():
+                    return True
+            now = _perf()
+            if now >= deadline:
+                return False
+            time.sleep(min(nap, deadline - now))
+            nap = min(nap * 2, _MAX_NAP)
 
     def block(self) -> None:
         """The "block" fault stage: stay here until the test releases it (or the device closes)."""

@@ -12,11 +12,13 @@ object is registered in the backend's NativeSet when made and freed there once (
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 
 import numpy as np
 
+from ..diagnostics import LoopLimits
 from .adapters import AdapterChoice, AdapterInfo, BackendName, select_adapters
 from .backend import Backend, BackendFlags, DeviceApi, load_api
 from .core import DeviceCore
@@ -26,6 +28,7 @@ from .faults import FaultInjector
 from .handles import BufferHandle, BufferKind, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, UploadStage
 from .pipelines import Pipelines
 from .pool import BufferPool
+from .probe import probed_limits
 from .readback import Readback
 from .resources import BufferTable
 from .tuning import DeviceTuning
@@ -51,6 +54,7 @@ class GpuDevice:
         self.tuning = tuning
         self.open_seconds = open_seconds
         self.limits = dict(backend.limits)
+        self._loop_limits: LoopLimits | None = None
         core = self._core = DeviceCore(backend, info, faults, tuning)
         self._pool = BufferPool(core)
         self._buffers = BufferTable(core, self._pool)
@@ -191,6 +195,13 @@ class GpuDevice:
 
     # -------------------------------------------------------------- state
 
+    def settle(self, timeout: float) -> bool:
+        """Wait, submitting nothing, until the work that timed-out waits left on the device is done:
+        True then (the device can be read again without blocking), False when ``timeout`` passes
+        first or the device is closed or lost.  On some drivers (lavapipe) a submission blocks in
+        the driver until the work before it is done, so call this before reading after a timeout."""
+        return self._core.settled(_perf() + max(0.0, timeout))
+
     def is_lost(self) -> bool:
         """True once the device reported loss (or a "lost" fault was injected)."""
         return self._core.flags.lost
@@ -202,6 +213,15 @@ class GpuDevice:
     @property
     def has_timestamps(self) -> bool:
         return self._core.backend.has_timestamps
+
+    @property
+    def loop_limits(self) -> LoopLimits:
+        """What this adapter does to long shader loops (gpu/probe.py): measured on first use, once
+        per adapter in the process. Its ``budget`` is what a one-loop kernel may use here."""
+        limits = self._loop_limits
+        if limits is None:
+            limits = self._loop_limits = probed_limits(self)
+        return limits
 
     @property
     def readahead_hits(self) -> int:
@@ -245,6 +265,9 @@ class GpuDevice:
         Never waits on a thread blocked in execute: that thread notices the closed flag at its
         next poll and raises DeviceFailure("closed").  If a thread is stuck inside a native call
         for tuning.close_lock_seconds, the native objects are left to process exit instead.
+        Never waits for work still running after a timeout either: releasing the device waits in
+        the driver until its queue is idle (on lavapipe, as long as a runaway kernel runs), so
+        then the objects are freed now and the device itself is released on a daemon thread.
         """
         core = self._core
         if core.closed:
@@ -262,7 +285,11 @@ class GpuDevice:
             self._uploads.close()
             self._readback.copies.clear()
             self._pool.close()
-            core.backend.close()
+            if core.pending():
+                core.natives.release_all()
+                threading.Thread(target=core.backend.close, name="wagogpu-device-release", daemon=True).start()
+            else:
+                core.backend.close()
         finally:
             core.lock.release()
 

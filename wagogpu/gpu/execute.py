@@ -252,6 +252,7 @@ class Executor:
         core = self._core
         core.block()
         if core.hit(FailureStage.TIMEOUT):
+            core.left_unfinished(cells)
             raise DeviceFailure(FailureStage.TIMEOUT, "injected: the wait exceeded its deadline", True, True)
         wait_fails = core.hit(FailureStage.WAIT)
         core.wait(deadline, cells, "the dispatch")
@@ -267,6 +268,7 @@ class Executor:
         finally:
             core.lock.acquire()
         if core.hit(FailureStage.TIMEOUT):
+            core.left_unfinished(cells)
             raise DeviceFailure(FailureStage.TIMEOUT, "injected: the wait exceeded its deadline", True, True)
         if core.hit(FailureStage.WAIT):
             core.wait(deadline, cells, "the dispatch")

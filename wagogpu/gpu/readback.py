@@ -176,6 +176,7 @@ class Readback:
         unmap_err: str | None = None
         try:
             if faults is not None and faults.hit(FailureStage.TIMEOUT):
+                core.left_unfinished((cell,))
                 raise DeviceFailure(FailureStage.TIMEOUT, "injected: the readback wait exceeded its deadline",
                                     True, True)
             core.wait(deadline, (cell,), "the readback")

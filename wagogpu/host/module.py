@@ -106,8 +106,16 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
             continue
         finally:
             module.pipeline_seconds[kernel.id] = time.perf_counter() - t0
+        budget = ctx.residency.loop_budget(wgsl_loops(plan.wgsl), plan.loop_budget)
         module.dispatch_plans[kernel.id] = DispatchPlan(
-            pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word)
+            pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word, budget)
+
+
+def wgsl_loops(wgsl: str) -> int:
+    """The kernel's WGSL loop statements: its Wasm loops and the compiler's block wrappers (loops
+    that never repeat). Where a driver counts loop passes, each wrapper may cost its group a pass
+    every time it runs (lavapipe keeps some), so the loop budget counts them all (gpu/probe.py)."""
+    return wgsl.count("loop {")
 
 
 def _build_legacy(ctx: RuntimeContext, module: Module) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..compiler.contract import KernelClass
+from ..compiler import reader
 from ..config import KernelConfig
 from ..diagnostics import (BufferOperation, BufferSnapshot, DeviceState, KernelDiagnostic, KernelState,
                            LegacyTiming, RuntimeState, Snapshot)
@@ -58,7 +59,8 @@ def buffer_snapshot(ctx: RuntimeContext) -> BufferSnapshot:
         runtime_buffer_bytes=budget.total, runtime_pool_bytes=budget.idle_bytes(),
         legacy_buffer_bytes=budget.legacy_bytes, peak_runtime_buffer_bytes=budget.peak_bytes,
         device=device.info.name if device is not None else "", device_init=ctx.device_init,
-        timestamps_supported=bool(device.has_timestamps) if device is not None else False)
+        timestamps_supported=bool(device.has_timestamps) if device is not None else False,
+        loop_limits=res.loop_limits, loop_budget=res.loop_budget(1, reader.LOOP_BUDGET), quarantine=res.quarantine_report)
 
 
 def kernel_diagnostic(ctx: RuntimeContext, module: Module, k: KernelConfig) -> KernelDiagnostic:
@@ -76,6 +78,7 @@ def kernel_diagnostic(ctx: RuntimeContext, module: Module, k: KernelConfig) -> K
         d.state, d.reason = KernelState.PIPELINE_FAILED, module.pipeline_failures[k.id]
     elif k.id in module.dispatch_plans:
         d.state = KernelState.PIPELINE_READY
+        d.loop_budget = module.dispatch_plans[k.id].loop_budget
     else:
         d.state = KernelState.CPU_ONLY
         d.reason = plan.reason or ctx.gpu_decision(module, k, plan, 1 << 32)[1]
