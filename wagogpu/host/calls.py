@@ -61,6 +61,8 @@ class ImportScope:
     buffers: InstanceBuffers
     started: float = 0.0
     import_name: str = ""
+    # (address, bytes) of guest memory i now, or None before the guest's exports exist (Instance sets it)
+    guest_memory: Callable[[int], tuple[int, int] | None] | None = None
 
 
 Handlers = dict[str, tuple[Callable[..., Any], bool]]  # import name -> (function, takes the caller)

@@ -60,7 +60,7 @@ class Instance:
         self.buffers = InstanceBuffers(
             self.id, AccessorMemory(partial(memory_span, memory, self._store), partial(memory.grow, self._store)),
             ctx.budget, ctx.limits, ctx.residency)
-        scope = ImportScope(ctx, module, self.buffers)
+        scope = self._scope = ImportScope(ctx, module, self.buffers)
         hooks = AccessorHooks(scope)
         handlers: Handlers = {}
         for group in (ManagementImports(scope), DispatchImport(scope), TransferImports(scope)):
@@ -117,6 +117,7 @@ class Instance:
             self.close()
             raise
         self._exports = guest.exports(self._store)
+        self._scope.guest_memory = self._guest_memory_span
 
     @property
     def store(self) -> wasmtime.Store:
@@ -139,6 +140,13 @@ class Instance:
                 raise KeyError(f"no exported function {name!r}")
             fast = self._calls[name] = export_call(func, self._store)
         return fast(*args)
+
+    def _guest_memory_span(self, index: int) -> tuple[int, int] | None:
+        """Where guest memory `index` is now, for a kernel's memory snapshot (None: none such)."""
+        try:
+            return memory_span(self._memory(index), self._store)
+        except (IndexError, ValueError):
+            return None
 
     def _memory(self, index: int) -> wasmtime.Memory | wasmtime.SharedMemory:
         if self.closed:

@@ -98,7 +98,7 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
         t0 = time.perf_counter()
         try:
             read_only = [slot not in plan.write_slots for slot in plan.used_slots] + (
-                [False] if plan.error_word else [])
+                [False] if plan.error_word else []) + ([True] if plan.memory >= 0 else [])
             pipeline = ctx.residency.live.pipeline(plan.wgsl, read_only)
         except Exception as exc:  # PipelineError or a device failure while building
             module.pipeline_failures[kernel.id] = first_line(exc)
@@ -106,7 +106,8 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
         finally:
             module.pipeline_seconds[kernel.id] = time.perf_counter() - t0
         module.dispatch_plans[kernel.id] = DispatchPlan(
-            pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word)
+            pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word, plan.memory,
+            plan.memory_low)
 
 
 def _build_legacy(ctx: RuntimeContext, module: Module) -> None:
