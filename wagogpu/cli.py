@@ -231,10 +231,25 @@ def cmd_compile(args: argparse.Namespace) -> int:
             wgsl = compile_buffer_wgsl(wasm, KernelConfig(args.id, export, cpu_export, tuple(args.binding),
                                                           relaxed_float=args.relaxed_float))
     except CompileError as exc:
-        print(f"CompileError {exc.kind.name}: {_one_line(exc.message)}", file=sys.stderr)
+        from .compiler import in_words
+
+        print(f"CompileError {exc.kind.name}: {_one_line(in_words(exc))}", file=sys.stderr)
+        if args.explain and not args.legacy:
+            _explain(wasm, KernelConfig(args.id, export, cpu_export, tuple(args.binding)))
         return 1
     sys.stdout.write(wgsl if wgsl.endswith("\n") else wgsl + "\n")
     return 0
+
+
+def _explain(wasm: bytes, kernel: object) -> None:
+    """--explain: every blocker of the kernel and of the functions it calls, one per line."""
+    from .compiler import CompileError, explain_kernel
+
+    try:
+        for blocker in explain_kernel(wasm, kernel):  # type: ignore[arg-type]
+            print(f"  {blocker.line()}", file=sys.stderr)
+    except CompileError:
+        pass  # the contract itself is invalid: the line above says why
 
 
 # -- run --------------------------------------------------------------------------------------------
@@ -464,6 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--id", type=int, default=1, help="kernel ID (default 1)")
     p.add_argument("--relaxed-float", action="store_true", help="declare float consent (relaxed_float=True)")
     p.add_argument("--legacy", metavar="EXPORT", help="compile a legacy (f32) -> f32 export instead")
+    p.add_argument("--explain", action="store_true",
+                   help="when the kernel stays on the CPU, list every blocker of it and the functions it calls")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run a guest under a JSON config",

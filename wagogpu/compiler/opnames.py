@@ -148,7 +148,8 @@ def walk(data: bytes, pos: int, end: int) -> Iterator[Instruction]:
             name, imm = PREFIXED.get(r.u32(), ("", Imm.NONE))
         else:
             name, imm = OPCODES.get(op, ("", Imm.NONE))
-        if not name:
+        if not name:  # not in the table: named by its byte, and the walk ends
+            yield Instruction(at, op, f"0x{op:02x}", depth)
             return
         if op == 0x0B:
             depth -= 1
