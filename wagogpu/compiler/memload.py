@@ -87,7 +87,9 @@ def snapshot_load(st: Lowering, memory: int, address: Record, offset: int, width
                   signed: bool) -> Record:
     if offset > 0xFFFFFFFF:
         raise CompileError(UNSUPPORTED, "load offset beyond 32 bits")
-    _note_address(st, memory, address[2] + offset if address[0] == CONSTANT else -1)
+    # A constant address is where the load reads; a dynamic one's static offset is where compilers
+    # put the table it indexes (both lower the snapshot's start when they are below it).
+    _note_address(st, memory, address[2] + offset if address[0] == CONSTANT else offset if offset else -1)
     if wtype == F32:
         st.is_float = True
     expr, helpers = READ_EXPR[width, signed and width < 4]
