@@ -67,14 +67,20 @@ def test_handle_must_be_selected_slot():
 
 
 def test_b36_unsupported_opcodes():
-    # B-36's f32.div, i32.add, drop and block are in the extended subset now (tests/compiler/test_flow.py);
-    # memory, globals, indirect calls, 64-bit and f64 instructions stay outside it, reached before or after
-    # a switch to the extended lowering
-    for code, op in [(lget(0) + b"\x28\x02\x00", 0x28), (lget(0) + b"\x36\x02\x00", 0x36), (b"\x23\x00", 0x23),
-                     (b"\x11\x00\x00", 0x11), (b"\x42\x00", 0x42), (b"\x44" + bytes(8), 0x44),
-                     (read0() + b"\x99", 0x99), (lget(0) + lget(0) + b"\x6a\x28\x02\x00", 0x28),
-                     (b"\x02\x40\x23\x00", 0x23)]:
+    # B-36's f32.div, i32.add, drop and block are in the extended subset now (tests/compiler/test_flow.py),
+    # and so are loads, globals and calls to defined functions (tests/compiler/test_calls.py); memory.size
+    # and grow, tables, 64-bit and f64 instructions stay outside it, reached before or after a switch to
+    # the extended lowering
+    for code, op in [(b"\x3f\x00", 0x3F), (lget(0) + b"\x40\x00", 0x40), (lget(0) + b"\x25\x00", 0x25),
+                     (b"\x42\x00", 0x42), (b"\x44" + bytes(8), 0x44),
+                     (read0() + b"\x99", 0x99), (lget(0) + lget(0) + b"\x6a\x3f\x00", 0x3F),
+                     (b"\x02\x40\x3f\x00", 0x3F)]:
         expect(compile_err(code), UNSUPPORTED, f"unsupported opcode 0x{op:02x}")
+    expect(compile_err(b"\x11\x00\x00"), UNSUPPORTED, "call_indirect (its target is known only at run time)")
+    # a store outside the stack frame, and a global the module does not have (wasmtime would refuse it)
+    expect(compile_err(lget(0) + lget(0) + b"\x36\x02\x00"), UNSUPPORTED,
+           "i32.store to guest memory (stores outside the stack frame stay on the CPU)")
+    expect(compile_err(b"\x23\x00"), INVALID, "global.get: global index 0 out of range")
     expect(compile_err(b"\xfc\x04"), UNSUPPORTED, "unsupported opcode 0xfc 0x04")  # i64.trunc_sat_f32_s
     expect(compile_err(b"\xfc\x0b\x00"), UNSUPPORTED, "unsupported opcode 0xfc 0x0b")  # memory.fill
 
@@ -165,13 +171,14 @@ def test_value_errors():
 
 
 def test_b43_defined_function_call():
+    # The reference refuses B-43's call to a defined function; wagogpu inlines it (inline.py), so
+    # the empty callee leaves the kernel's own (empty) shader. A target beyond the module's functions
+    # is still the reference's refusal.
     m = TM.builder()
     m.func([I32], [], call(len(TM.names) + 2) + END, export="wago_gpu.kernel.double")
     m.func([I32], [], END, export="wago_gpu.cpu.double")
     m.func([], [], END)
-    with pytest.raises(CompileError) as e:
-        compile_buffer_wgsl(m.build(), K)
-    expect(e.value, UNSUPPORTED, "only buffer intrinsic calls are supported")
+    assert compile_buffer_wgsl(m.build(), K).endswith("if (index >= params.count) { return; }\n}\n")
     expect(compile_err(call(1000)), UNSUPPORTED, "only buffer intrinsic calls are supported")
 
 
@@ -301,7 +308,7 @@ def test_instruction_limit_boundary():
     # 4,095 instructions, then end as the 4,096th: allowed
     assert compile_ok(pair * 2046 + triple)
     # the 4,096th instruction is still decoded (and here rejected as unsupported)
-    expect(compile_err(pair * 2046 + triple + b"\x28"), UNSUPPORTED, "unsupported opcode 0x28")
+    expect(compile_err(pair * 2046 + triple + b"\x3f"), UNSUPPORTED, "unsupported opcode 0x3f")
     # 4,096 instructions before end: the end would be the 4,097th
     expect(compile_err(pair * 2048), LIMIT, "kernel workspace limit")
 

@@ -26,6 +26,7 @@ from .memory import view_at
 from .records import Buffer
 from .residency import Residency
 from .setup import plan_slots, set_up_small_buffers
+from .snapshots import bind_snapshot
 from .table import InstanceBuffers
 from .transaction import PUBLISHED, DispatchEnd, DispatchPlan, DispatchResult, Transaction, refused_or_fallback
 
@@ -41,15 +42,17 @@ class Dispatcher:
         self.res = residency
 
     def run(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
-            deadline: float, op: BufferOperation) -> DispatchResult:
+            deadline: float, op: BufferOperation, guest_memory: tuple[int, int] | None = None) -> DispatchResult:
         res = self.res
         res.check_loss()
         if not res.usable:
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
-        tx = Transaction(inst, plan, bound, count, deadline, op)
+        tx = Transaction(inst, plan, bound, count, deadline, op, guest_memory=guest_memory)
         status = plan_slots(res, tx)
         if not status:
             status = set_up_small_buffers(res, tx)
+        if not status and plan.memory >= 0:
+            status = bind_snapshot(res, tx)
         if not status and time.perf_counter() >= deadline:
             status = Status.CANCELLED
         if status:

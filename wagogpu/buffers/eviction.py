@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from ..abi.kernel import ERROR_WORD_BYTES, PARAMETER_BLOCK_BYTES
 from ..gpu import BufferHandle
+from .snapshots import SnapshotCache
 
 if TYPE_CHECKING:  # pragma: no cover
     from .records import Buffer
@@ -51,6 +52,7 @@ class DeviceResources:
     uniform_budget: int = 0  # ... and its loop budget
     small_in_use: bool = False  # a dispatch is setting up the small buffers: not evictable meanwhile
     error_word: tuple[BufferHandle, BufferHandle] | None = None  # (storage, staging) for kernels that report errors
+    snapshots: SnapshotCache = field(default_factory=SnapshotCache)  # guest memory for kernels that load it
     retired_bytes: int = 0
     staging_allocations: int = 0
     uniform_allocations: int = 0
@@ -58,7 +60,7 @@ class DeviceResources:
     def small_bytes(self) -> int:
         """The parameter block and the error word: dropped together."""
         return ((UNIFORM_BYTES if self.uniform is not None else 0)
-                + (2 * ERROR_WORD_BYTES if self.error_word is not None else 0))
+                + (2 * ERROR_WORD_BYTES if self.error_word is not None else 0) + self.snapshots.nbytes())
 
     def idle_bytes(self) -> int:
         return (sum(n for _, n in self.idle_outputs) + (self.staging[1] if self.staging else 0)
@@ -143,3 +145,4 @@ def _drop_small(inst: InstanceBuffers) -> None:
             release(gpu_buf)
         inst.release(2 * ERROR_WORD_BYTES)
         d.error_word = None
+    d.snapshots.drop_all(inst)

@@ -29,6 +29,8 @@ class DispatchPlan:
     read_before_write: frozenset[int]
     error_word: bool = False
     loop_budget: int = 0  # the parameter block's word 1: loop-head passes one invocation may make
+    memory: int = -1  # the guest memory its loads read (snapshots.py), bound after the error word; -1: none
+    memory_low: int = 0
 
 
 class DispatchEnd(enum.Enum):
@@ -78,6 +80,7 @@ class Transaction:
     readahead: list[BufferHandle] = field(default_factory=list)
     held_aside: dict[int, tuple[Buffer, Parked]] = field(default_factory=dict)  # outputs written in place
     params: bytes | None = None  # a new parameter block to upload
+    guest_memory: tuple[int, int] | None = None  # (address, bytes) of plan.memory, for its snapshot
 
     def reattach(self) -> None:
         """Give the outputs written in place their parked readbacks back."""

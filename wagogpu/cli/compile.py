@@ -85,6 +85,17 @@ def report_kernel(wasm: bytes, kernel: KernelConfig) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
+def explain(wasm: bytes, kernel: KernelConfig) -> None:
+    """--explain: every blocker of the kernel and of the functions it calls, one per line."""
+    from ..compiler import CompileError, explain_kernel
+
+    try:
+        for blocker in explain_kernel(wasm, kernel):
+            print(f"  {blocker.line()}", file=sys.stderr)
+    except CompileError:
+        pass  # the contract itself is invalid: the line above says why
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from .. import CompileError, compile_buffer_wgsl, compile_wgsl
     from ..config import KernelConfig, kernel_exports
@@ -105,7 +116,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
             kernel = KernelConfig(args.id, export, cpu_export, tuple(args.binding), relaxed_float=args.relaxed_float)
             wgsl = compile_buffer_wgsl(wasm, kernel)
     except CompileError as exc:
-        print(f"CompileError {exc.kind.name}: {one_line(exc.message)}", file=sys.stderr)
+        from ..compiler import in_words
+
+        print(f"CompileError {exc.kind.name}: {one_line(in_words(exc))}", file=sys.stderr)
+        if kernel is not None and args.explain:
+            explain(wasm, kernel)
         if kernel is not None:
             for problem in access_violations(wasm, kernel) if exc.kind.name == "INVALID_CONTRACT" else []:
                 print(f"note: {problem}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""call: the buffer intrinsics inside a kernel (compiler.md §1.3.3, §1.3.5; abi.md §6.4).
+"""call: the buffer intrinsics inside a kernel (compiler.md §1.3.3, §1.3.5; abi.md §6.4); a call to a
+function the module defines is inlined (inline.py).
 
 A call is classified by its import record (decoder.FuncImport), then handled by the intrinsic's
 kind. Reads at the original index are the reference's; a read at any other element is a gather:
@@ -15,6 +16,7 @@ from typing import Callable
 from ..abi.kernel import KernelError
 from ..abi.table import SLOT_COUNT
 from .contract import CompileError
+from .inline import call_defined
 from .intrinsics import I32, Intrinsic, IntrinsicKind
 from .lowering import BITS, INVALID, UNSUPPORTED, Lowering
 from .records import CONSTANT, HANDLE, INDEX, NUMBER
@@ -27,7 +29,8 @@ def call(st: Lowering) -> None:
     f = st.r.u32()
     imports = st.module.func_imports
     if f >= len(imports):
-        raise CompileError(UNSUPPORTED, "only buffer intrinsic calls are supported")
+        call_defined(st, f)  # inlined
+        return
     imp = imports[f]
     if not imp.in_namespace:
         raise CompileError(UNSUPPORTED, "call is not a buffer intrinsic")

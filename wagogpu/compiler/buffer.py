@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from ..abi.table import SLOT_COUNT
 from ..abi.kernel import CPU_PREFIX, KERNEL_PREFIX, MAX_EXPORT_NAME_BYTES, KernelConfig, kernel_contract_problem
-from . import reader as lim
+from . import memload, reader as lim
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
@@ -32,6 +32,8 @@ class LoweredKernel:
     is_float: bool
     error_word: bool = False  # the shader declares the error word binding after the slots
     loop_budget: int = 0  # loop iterations per invocation the shader allows (0: no loop)
+    memory: int = -1  # the guest memory its loads read (memload.py); -1: none
+    memory_low: int = 0
 
 
 _VALID: dict[int, KernelConfig] = {}  # id -> kernel configs that passed (frozen, so they stay valid)
@@ -91,7 +93,12 @@ def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = Tr
     start, end = select_body(module, kernel)
     facts = binding_facts(kernel.bindings)
     body = lower_body(module, start, end, facts)
-    if body.error_word or body.helpers:
+    if body.memory >= 0:  # loads always can raise the error word: the snapshot binds after it
+        binding = bin(body.reads | body.writes).count("1") + 2
+        text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d, True,
+                        helper_text(body.helpers) + memload.helper_text(body.extra_helpers),
+                        memload.binding_line(binding))
+    elif body.error_word or body.helpers:
         text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d, body.error_word,
                         helper_text(body.helpers))
     else:  # every kernel of the reference subset
@@ -99,7 +106,7 @@ def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = Tr
     if len(text) > lim.MAX_WGSL_BYTES:
         raise CompileError(CompileErrorKind.LIMIT, "WGSL byte limit")
     return LoweredKernel(text, body.reads, body.writes, body.read_before_write & body.writes, body.is_float,
-                         body.error_word, body.loop_budget)
+                         body.error_word or body.memory >= 0, body.loop_budget, body.memory, body.memory_low)
 
 
 def compile_buffer_wgsl(source: bytes, kernel: KernelConfig) -> str:

@@ -45,7 +45,7 @@ from .frames import ALL_SLOTS, Frame, FrameKind
 from .intrinsics import F32, I32
 from .lowering import BITS, INVALID, LIMIT, UNSUPPORTED, Lowering, raise_error
 from .prescan import prescan
-from .records import CONSTANT, HANDLE, NUMBER, VAR, Record
+from .records import CONSTANT, FRAME, HANDLE, NUMBER, VAR, Record
 
 BlockType = tuple[tuple[int, ...], tuple[int, ...]]  # (param types, result types)
 BLOCK_TYPES: dict[int, BlockType] = {-64: ((), ()), -1: ((), (I32,)), -3: ((), (F32,))}  # 0x40, 0x7f, 0x7d
@@ -79,12 +79,13 @@ def enter_top_construct(st: Lowering, at: int) -> None:
     r = st.r
     written, st.targeted = prescan(r.data, at, r.end, st.scan_kinds)
     locals_ = st.locals
-    for i in (range(len(locals_)) if written is None else sorted(written)):
+    base = st.local_base  # the function now lowered (an inlined callee's locals start there)
+    for i in (range(base, len(locals_)) if written is None else sorted(base + w for w in written)):
         if i >= len(locals_):
             continue  # the main pass reports the bad index
         rec = locals_[i]
-        if rec[0] == VAR or rec[0] == HANDLE:
-            continue  # already there / a handle: refused if the construct really assigns it
+        if rec[0] == VAR or rec[0] == HANDLE or rec[0] == FRAME:
+            continue  # already there / an address: refused if the construct really assigns it
         if i not in st.var_locals:
             st.var_locals.add(i)
             st.decls.append(f"  var l{i}: u32;\n")
@@ -100,7 +101,7 @@ def open_frame(st: Lowering, kind: FrameKind, at: int, block: BlockType, head: s
     args = st.pop_types(params)
     if st.pending is not None:
         return
-    if len(frames) == 1:
+    if len(frames) - 1 == st.frame_base:
         enter_top_construct(st, at)
     st.flush_pending()
     targeted = st.targeted
@@ -195,7 +196,7 @@ def redispatch(st: Lowering, frame: Frame) -> str:
 
 def label(st: Lowering) -> int:
     depth = st.r.u32()
-    if depth >= len(st.frames):
+    if depth >= len(st.frames) - st.frame_base:  # an inlined callee's labels end at its own frame
         raise CompileError(INVALID, "branch depth out of range")
     return len(st.frames) - 1 - depth
 
@@ -206,6 +207,8 @@ def branch(st: Lowering, target: int, values: list[Record]) -> str:
     frame = frames[target]
     parts = [assignments(st, frame.label_vars, values)]
     if target == 0:
+        if st.ext.sp_offset:
+            raise CompileError(UNSUPPORTED, "the kernel returns with its stack pointer moved")
         st.exit_mw &= st.mw
         parts.append("  return;\n")
         return "".join(parts)

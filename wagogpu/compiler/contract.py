@@ -67,11 +67,21 @@ class KernelPlan:
     # an ERROR_* code. A non-zero word means nothing is committed and dispatch returns 1.
     error_word: bool = False
     loop_budget: int = 0  # loop iterations one invocation may run (reader.LOOP_BUDGET); 0: no loop
+    # Kernels that load guest memory (memload.py) declare one more binding after the error word: a
+    # read-only snapshot of memory `memory` from about `memory_low` (the host picks the range at
+    # dispatch and writes it into the snapshot's header). -1: no loads.
+    memory: int = -1
+    memory_low: int = 0
 
     @property
     def used_slots(self) -> tuple[int, ...]:
         """Slots with a WGSL storage binding, in binding order (binding i+1 = used_slots[i])."""
         return tuple(sorted(self.read_slots | self.write_slots))
+
+    @property
+    def memory_binding(self) -> int:
+        """The snapshot's binding number (after the slots and the error word); 0 when none."""
+        return len(self.used_slots) + 2 if self.memory >= 0 else 0
 
 
 @dataclass(frozen=True)

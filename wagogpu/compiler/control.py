@@ -7,10 +7,12 @@ from . import reader as lim
 from .constructs import TRAP, block_type, branch, close_frame, label, open_frame, switch_to_else
 from .contract import CompileError
 from .frames import FrameKind
+from .inline import callee_return
 from .intrinsics import I32
 from .lowering import INVALID, LIMIT, Lowering
 from .prescan import OP_END
 from .records import Record
+from .shadow import check_restored
 
 
 def unreachable(st: Lowering) -> None:
@@ -44,14 +46,17 @@ def else_(st: Lowering) -> None:
 
 def end(st: Lowering) -> bool:
     frames = st.frames
-    if len(frames) > 1:
+    if len(frames) - 1 > st.frame_base:
         close_frame(st, frames[-1])
         return False
+    if st.frame_base:  # an inlined callee's final end: inline.py closes its frame
+        return True
     r = st.r
     if st.stack or r.pos != r.end:
         raise CompileError(INVALID, "nonempty final stack or trailing code")
     if not st.top.dead:
         st.exit_mw &= st.mw
+        check_restored(st, 0)
     return True
 
 
@@ -115,6 +120,9 @@ def _table_dispatch(st: Lowering, targets: list[int], default: int, selector: Re
 
 
 def return_(st: Lowering) -> None:
+    if st.frame_base:
+        callee_return(st)
+        return
     r = st.r
     if not st.top.dead:
         if len(st.frames) == 1 and r.end - r.pos == 1 and r.data[r.pos] == OP_END:

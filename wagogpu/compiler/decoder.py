@@ -14,6 +14,7 @@ from . import reader as lim
 from .contract import CompileError, CompileErrorKind, MemoryDecl
 from .intrinsics import ABI_MODULE_BYTES, INTRINSICS_BY_NAME, Intrinsic
 from .reader import TRUNCATED, Reader, ReaderError
+from .statics import GlobalDecl, Statics, read_data, read_globals
 
 INVALID = CompileErrorKind.INVALID_CONTRACT
 
@@ -54,6 +55,7 @@ class DecodedModule:
     exports: dict[bytes, int] = field(default_factory=dict)  # function exports only
     memories: list[MemoryDecl] = field(default_factory=list)  # imported first, then defined
     bodies: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each body in source
+    statics: Statics = field(default_factory=lambda: Statics([], []))  # globals and data segments
 
     def function_type(self, index: int) -> Signature | None:
         """Signature of function `index` (imports first), or None when it has none."""
@@ -258,8 +260,8 @@ def _import_section(r: Reader, m: DecodedModule) -> None:
         elif kind == 2:
             m.memories.append(_limits(r, True))
         elif kind == 3:
-            _valtype(r)
-            r.byte()  # mutability
+            wtype = _valtype(r)
+            m.statics.globals.append(GlobalDecl(wtype, r.byte() == 1, True))
         elif kind == 4:
             r.byte()  # tag attribute
             r.u32()
@@ -334,8 +336,16 @@ def _code_section(r: Reader, m: DecodedModule) -> None:
     r.pos = pos
 
 
+def _global_section(r: Reader, m: DecodedModule) -> None:
+    read_globals(r, m.statics)
+
+
+def _data_section(r: Reader, m: DecodedModule) -> None:
+    read_data(r, m.statics)
+
+
 _PARSERS = {1: _type_section, 2: _import_section, 3: _function_section, 5: _memory_section,
-            7: _export_section, 10: _code_section}
+            6: _global_section, 7: _export_section, 10: _code_section, 11: _data_section}
 
 
 def decode_module(source: bytes) -> DecodedModule:

@@ -16,7 +16,8 @@ from .contract import CompileError, KernelError
 from .intrinsics import F32, I32
 from .lowering import BITS, UNSUPPORTED, Lowering
 from .ops import SATURATING, NumericOp
-from .records import CONSTANT, HANDLE, INDEX, NUMBER, VAR
+from .records import CONSTANT, FRAME, HANDLE, INDEX, NUMBER, VAR
+from .shadow import address_arith
 
 HANDLE_IN_VAR = "buffer handle in a local that control flow assigns"
 
@@ -44,11 +45,13 @@ def local_set(st: Lowering, tee: bool) -> None:
     value = st.pop(st.local_types[i])
     if st.pending is not None:
         return
-    if len(st.frames) == 1:
+    if len(st.frames) - 1 == st.frame_base:  # straight-line code of the function now lowered
         st.locals[i] = value
     else:
         if value[0] == HANDLE or st.locals[i][0] == HANDLE:
             raise CompileError(UNSUPPORTED, HANDLE_IN_VAR)
+        if value[0] == FRAME or st.locals[i][0] == FRAME:
+            raise CompileError(UNSUPPORTED, "stack address in a local that control flow assigns")
         if st.locals[i][0] != VAR:
             raise AssertionError("a local assigned inside control flow was not moved into a var")
         st.emit(f"  l{i} = {st.bits(value)};\n")
@@ -83,6 +86,9 @@ def numeric(st: Lowering, op: NumericOp) -> None:
         return
     if st.top.dead:
         st.stack.append((CONSTANT, op.result, 0))
+        return
+    if args[0][0] == FRAME or args[-1][0] == FRAME:  # stack-address arithmetic (shadow.py)
+        st.stack.append(address_arith(st, st.r.data[st.r.pos - 1], args))
         return
     if all(a[0] == CONSTANT for a in args):
         args[0] = st.launder(args[0])

@@ -43,18 +43,32 @@ K_HANDOVER, K_HANDLER, K_GET, K_SET, K_TEE, K_F32, K_NODE = (int(k) for k in (
 
 
 def lower_body(module: DecodedModule, start: int, end: int, facts: BindingFacts) -> LoweredBody:
-    """Lower the body source[start:end] of a kernel whose bindings passed config validation."""
+    """Lower the body source[start:end] of a kernel whose bindings passed config validation.
+
+    A pass that found shadow-stack slots stored inside control flow after their records were used
+    (shadow.py) is repeated with those slots in vars, at most reader.MAX_FRAME_PASSES times."""
     if end - start > lim.MAX_BODY_BYTES:
         raise CompileError(LIMIT, "kernel byte limit")
     if facts.problem is not None:
         raise CompileError(*facts.problem)
-    try:
+    forced: frozenset[int] = frozenset()
+    for _ in range(lim.MAX_FRAME_PASSES):
         st = Lowering(module, start, end, facts, SCAN_KINDS)
-        st.declare_locals()
-        run(st)
-        return st.finish()
-    except ReaderError as e:
-        raise CompileError(INVALID, e.message) from None
+        st.ext.forced = forced
+        st.ext.run_body = run_checked
+        try:
+            st.declare_locals()
+            run(st)
+            if not st.ext.conflicts:
+                return st.finish()
+        except ReaderError as e:
+            if not st.ext.conflicts:
+                raise CompileError(INVALID, e.message) from None
+        except CompileError:
+            if not st.ext.conflicts:
+                raise
+        forced = forced | st.ext.conflicts
+    raise CompileError(LIMIT, "stack frame pass limit")
 
 
 def run(st: Lowering) -> None:
@@ -80,12 +94,15 @@ def fast_loop_applies(st: Lowering) -> bool:
             and lim.MAX_BODY_CODE >= 2 * MAX_LINE_BYTES * max_pc)
 
 
-def run_checked(st: Lowering, pc: int = 0) -> None:
-    """The table-driven loop with every workspace limit tested at each head."""
+def run_checked(st: Lowering, pc: int = 0, max_pc: int = -1) -> int:
+    """The table-driven loop with every workspace limit tested at each head; returns the count of
+    instructions run (an inlined callee's body runs here too, counted against its own bound)."""
     r, depth, stack, code = st.r, st.depth, st.stack, st.code
     data = r.data
     handlers = HANDLERS
-    max_pc, max_nodes, max_stack, max_code = lim.MAX_INSTRUCTIONS, lim.MAX_NODES, lim.MAX_STACK, lim.MAX_BODY_CODE
+    max_nodes, max_stack, max_code = lim.MAX_NODES, lim.MAX_STACK, lim.MAX_BODY_CODE
+    if max_pc < 0:
+        max_pc = lim.MAX_INSTRUCTIONS
     pieces = -1  # len(code) when its bytes were last counted
     while r.pos < r.end:
         if pc >= max_pc or len(depth) >= max_nodes or len(stack) > max_stack or (
@@ -96,7 +113,7 @@ def run_checked(st: Lowering, pc: int = 0) -> None:
         r.pos += 1
         pc += 1
         if handler(st):
-            return
+            return pc
         if st.pending is not None:
             raise st.pending
     raise CompileError(INVALID, "missing function end")
@@ -161,4 +178,5 @@ def run_fast(st: Lowering) -> bool:
         if st.pending is not None:
             raise st.pending
         pos = r.pos
+        names = st.names  # an inlined call may have grown the name tables
     raise CompileError(INVALID, "missing function end")

@@ -29,12 +29,13 @@ from . import reader as lim
 from .bindings import BindingFacts
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule
+from .extensions import Extensions
 from .frames import ALL_SLOTS, Frame, FrameKind
 from .intrinsics import F32, I32, Intrinsic
 from .ops import NumericOp
 from .reader import Reader
-from .records import (CONSTANT, HANDLE, INDEX, NUMBER, V_NAMES, VALUE_LET, VALUE_OF_BITS, WGSL_TYPE, Form,
-                      Record)
+from .records import (CONSTANT, FRAME, HANDLE, INDEX, NUMBER, V_NAMES, VALUE_LET, VALUE_OF_BITS, WGSL_TYPE,
+                      Form, Record)
 
 INVALID = CompileErrorKind.INVALID_CONTRACT
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED
@@ -59,6 +60,9 @@ class LoweredBody:
     error_word: bool = False  # the code uses the error word `err` (traps, loop budget, gathers)
     helpers: tuple[str, ...] = ()  # ops.HELPERS the code calls
     loop_budget: int = 0  # the fuel the code starts with; 0 when it has no loop
+    memory: int = -1  # the memory its loads read (memload.py; -1: none), bound after the error word
+    memory_low: int = 0  # the first byte of that memory its snapshot holds
+    extra_helpers: tuple[str, ...] = ()  # memload.HELPERS the code calls
 
 
 class Lowering:
@@ -70,7 +74,7 @@ class Lowering:
                  "pending_from", "names", "value_let", "value_of_bits", "code", "counted", "decls", "pending",
                  "reads", "writes", "rbw", "mw", "exit_mw", "gathers", "is_float", "slot_type", "can_read",
                  "can_write", "frames", "top", "const_text", "var_locals", "known", "targeted", "uses_brk", "uses_fuel",
-                 "uses_err", "helpers", "budget", "emit_node")
+                 "uses_err", "helpers", "budget", "emit_node", "frame_base", "local_base", "ext")
 
     def __init__(self, module: DecodedModule, start: int, end: int, facts: BindingFacts, scan_kinds: bytes):
         self.module = module
@@ -108,6 +112,10 @@ class Lowering:
         self.helpers: set[str] = set()
         self.budget = lim.LOOP_BUDGET
         self.emit_node = self._node_emitter()
+        # Inlined calls (inline.py): the frame and the first local of the function now lowered.
+        self.frame_base = 0
+        self.local_base = 0
+        self.ext = Extensions()
 
     def _grow(self, n: int) -> None:
         self.names = V_NAMES.upto(n)
@@ -265,6 +273,8 @@ class Lowering:
             text = f"0x{value:08x}u"
         elif kind == INDEX:
             text = "index"
+        elif kind == FRAME:
+            raise CompileError(UNSUPPORTED, "stack-pointer address used as a number")
         else:
             raise CompileError(UNSUPPORTED, "buffer handle used as a value")
         return f"bitcast<f32>({text})" if form == VALUE else text
@@ -312,7 +322,8 @@ class Lowering:
             self.local_types.extend([wtype] * n)
 
     def local_index(self) -> int:
-        i = self.r.u32()
+        """The index of a local of the function now lowered, among all the workspace's locals."""
+        i = self.r.u32() + self.local_base
         if i >= len(self.locals):
             raise CompileError(INVALID, "local index out of range")
         return i
@@ -347,8 +358,10 @@ class Lowering:
         if decls:
             self.code[0] = "".join(decls)
         rbw = self.rbw | (self.writes & ~self.exit_mw)
+        ext = self.ext
         return LoweredBody("".join(self.code), self.reads, self.writes, rbw, self.is_float, self.uses_err,
-                           tuple(sorted(self.helpers)) if self.helpers else (), self.budget if self.uses_fuel else 0)
+                           tuple(sorted(self.helpers)) if self.helpers else (), self.budget if self.uses_fuel else 0,
+                           ext.memory, max(ext.static_low, 0) & ~3, tuple(sorted(ext.helpers)))
 
 
 assert SLOT_COUNT <= 32

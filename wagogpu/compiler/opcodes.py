@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
-from . import access, control, instructions
+from . import access, control, globalvars, instructions, memaccess
 from .contract import CompileError
 from .frames import FrameKind
 from .intrinsics import F32, I32
@@ -52,6 +52,11 @@ def unsupported(st: Lowering) -> None:
     raise CompileError(UNSUPPORTED, f"unsupported opcode 0x{st.r.data[st.r.pos - 1]:02x}")
 
 
+def unsupported_as(st: Lowering, reason: str) -> None:
+    """The handler of an opcode that stays on the CPU for a reason worth saying."""
+    raise CompileError(UNSUPPORTED, reason)
+
+
 def _numeric(op: NumericOp) -> Row:
     if op.deferred:
         return Row(partial(instructions.deferred, op=op), fast=Fast.DEFERRED, op=op)
@@ -69,14 +74,19 @@ OPCODES: dict[int, Row] = {
     0x0C: Row(control.br, Imm.LABEL),
     0x0D: Row(control.br_if, Imm.LABEL),
     0x0E: Row(control.br_table, Imm.LABEL_TABLE),
-    0x0F: Row(control.return_),
+    0x0F: Row(control.return_, Imm.RETURN),
     0x10: Row(access.call, Imm.U32, Fast.HANDLER),
+    0x11: Row(partial(unsupported_as, reason="call_indirect (its target is known only at run time)")),
     0x1A: Row(instructions.drop),
     0x1B: Row(partial(instructions.select, typed=False)),
     0x1C: Row(partial(instructions.select, typed=True), Imm.SELECT_TYPES),
     0x20: Row(instructions.local_get, Imm.LOCAL, Fast.LOCAL_GET),
     0x21: Row(partial(instructions.local_set, tee=False), Imm.LOCAL_SET, Fast.LOCAL_SET),
     0x22: Row(partial(instructions.local_set, tee=True), Imm.LOCAL_SET, Fast.LOCAL_TEE),
+    0x23: Row(globalvars.global_get, Imm.U32),
+    0x24: Row(globalvars.global_set, Imm.U32),
+    **{opcode: Row(partial(memaccess.load, access=a), Imm.MEMARG) for opcode, a in memaccess.LOADS.items()},
+    **{opcode: Row(partial(memaccess.store, access=a), Imm.MEMARG) for opcode, a in memaccess.STORES.items()},
     0x41: Row(instructions.i32_const, Imm.I32, Fast.HANDLER),
     0x43: Row(instructions.f32_const, Imm.F32, Fast.F32_CONST),
     0xBC: Row(partial(instructions.reinterpret, result=I32)),

@@ -31,19 +31,26 @@ class Imm(enum.IntEnum):
     I32 = 8
     F32 = 9
     SELECT_TYPES = 10
+    MEMARG = 11  # a load or store: alignment (bit 6: a memory index follows) and offset
+    RETURN = 12  # return: a branch to the function's label (inlined callees only)
 
 
 # Plain-int copies for the scan loop (enum attribute lookups are slow in CPython 3.11).
-NONE, BLOCK_TYPE, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT_TYPES = (int(k) for k in (
-    Imm.NONE, Imm.BLOCK_TYPE, Imm.LABEL, Imm.LABEL_TABLE, Imm.LOCAL, Imm.LOCAL_SET, Imm.U32, Imm.I32, Imm.F32,
-    Imm.SELECT_TYPES))
+NONE, BLOCK_TYPE, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT_TYPES, MEMARG, RETURN = (
+    int(k) for k in (Imm.NONE, Imm.BLOCK_TYPE, Imm.LABEL, Imm.LABEL_TABLE, Imm.LOCAL, Imm.LOCAL_SET, Imm.U32,
+                     Imm.I32, Imm.F32, Imm.SELECT_TYPES, Imm.MEMARG, Imm.RETURN))
+MEMORY_INDEX_FLAG = 0x40
 
 
-def prescan(data: bytes, pos: int, end: int, kinds: bytes) -> tuple[set[int] | None, set[int] | None]:
+def prescan(data: bytes, pos: int, end: int, kinds: bytes,
+            body: bool = False, last: list[int] | None = None) -> tuple[set[int] | None, set[int] | None]:
     """(locals assigned, openings targeted by branches) of the construct opening at data[pos];
-    `kinds` is the Imm of every opcode."""
+    `kinds` is the Imm of every opcode. With `body`, data[pos:end] is a whole function body from
+    its first instruction (an inlined callee): its own label is `pos`, which a `return` targets
+    unless it directly precedes the final end. `last`, if given, receives the position of the last
+    instruction that starts at the outermost level (the final end's predecessor at the end)."""
     r = Reader(data, pos, end)
-    labels: list[int] = []
+    labels: list[int] = [pos] if body else []
     written: set[int] = set()
     targeted: set[int] = set()
     try:
@@ -51,6 +58,8 @@ def prescan(data: bytes, pos: int, end: int, kinds: bytes) -> tuple[set[int] | N
             at = r.pos
             op = r.byte()
             kind = kinds[op]
+            if last is not None and len(labels) == 1 and op != OP_END:
+                last[:] = (at,)
             if kind == NONE:
                 if op == OP_END:
                     labels.pop()
@@ -76,6 +85,13 @@ def prescan(data: bytes, pos: int, end: int, kinds: bytes) -> tuple[set[int] | N
                 if r.u32() != 1:
                     break
                 r.byte()
+            elif kind == MEMARG:
+                if r.u32() & MEMORY_INDEX_FLAG:
+                    r.u32()
+                r.leb(64, False)
+            elif kind == RETURN:
+                if body and not (len(labels) == 1 and r.pos == end - 1 and data[r.pos] == OP_END):
+                    targeted.add(labels[0])
             else:
                 break
     except (ReaderError, CompileError):

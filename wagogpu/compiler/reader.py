@@ -28,6 +28,21 @@ MAX_BR_TABLE_CASES = 1000  # br_table entries other than the default's target (W
 # the head of a loop that a branch can re-enter uses one. The shader that runs out sets the error
 # word (KernelError.LOOP_BUDGET), so the dispatch commits nothing and falls back to the CPU runner.
 LOOP_BUDGET = 1 << 20
+# Calls to defined functions are inlined (inline.py). Every call site inlines its callee anew, so
+# these bound what one kernel may expand to: call nesting, callee body bytes and instructions
+# lowered over all inlined calls together.
+MAX_INLINE_DEPTH = 16
+MAX_INLINE_BYTES = 256 * 1024
+MAX_INLINE_INSTRUCTIONS = 65536
+# The shadow stack (shadow.py): how far below its entry value a kernel may move the stack pointer,
+# how many distinct frame offsets it may store to, and how many lowering passes may refine which
+# of them live in WGSL vars.
+MAX_FRAME_BYTES = 64 * 1024
+MAX_FRAME_SLOTS = 1024
+MAX_FRAME_PASSES = 4
+# Guest-memory loads (memload.py) read a snapshot of at most this many bytes, from the lowest
+# address the module's data segments or the kernel's constant addresses name.
+MAX_SNAPSHOT_BYTES = 1024 * 1024
 
 WASM_HEADER = b"\x00asm\x01\x00\x00\x00"
 

@@ -18,6 +18,7 @@ class Kind(enum.IntEnum):
     INDEX = 2  # the original invocation index (param 0 and unchanged copies of it)
     HANDLE = 3  # the buffer that getBuffer(constant slot) selected; the value is the slot
     VAR = 4  # only in the locals: the local lives in the WGSL `var l<i>` (control flow assigns it)
+    FRAME = 5  # an address in the shadow stack: the value is its offset from the kernel's entry stack pointer
 
 
 class Form(enum.StrEnum):
@@ -32,7 +33,7 @@ WGSL_TYPE = {Form.BITS: "u32", Form.VALUE: "f32"}
 Record = tuple[int, int, int]
 
 # Plain-int copies of the kinds for the hot loops (records hold these ints; Kind members compare equal).
-NUMBER, CONSTANT, INDEX, HANDLE, VAR = (int(k) for k in Kind)
+NUMBER, CONSTANT, INDEX, HANDLE, VAR, FRAME = (int(k) for k in Kind)
 
 
 class Names:

@@ -112,9 +112,9 @@ def error_word_line(binding: int) -> str:
 
 
 def assemble(reads: int, writes: int, f16_helper: bool, body: str, grid_2d: bool = True,
-             error_word: bool = False, helpers: str = "") -> str:
+             error_word: bool = False, helpers: str = "", memory_binding: str = "") -> str:
     """The whole shader: params, one binding per used slot (ascending), the error word when the
-    body uses it, helpers, guarded main."""
+    body uses it, the guest-memory snapshot when it loads memory, helpers, guarded main."""
     parts = [PARAMS_DECL]
     used = reads | writes
     binding = 1
@@ -124,6 +124,7 @@ def assemble(reads: int, writes: int, f16_helper: bool, body: str, grid_2d: bool
             binding += 1
     if error_word:
         parts.append(error_word_line(binding))
+    parts.append(memory_binding)
     if f16_helper:
         parts.append(F16_HELPER)
     if helpers:

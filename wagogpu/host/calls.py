@@ -94,6 +94,8 @@ class ImportScope:
             if found is not None:
                 self.memories[name] = found
         return found
+    # (address, bytes) of guest memory i now, or None before the guest's exports exist (Instance sets it)
+    guest_memory: Callable[[int], tuple[int, int] | None] | None = None
 
 
 Handlers = dict[str, tuple[Callable[..., Any], bool]]  # import name -> (function, takes the caller)

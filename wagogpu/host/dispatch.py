@@ -50,8 +50,9 @@ class DispatchImport(ImportGroup):
             return self._finish(call, Status.CANCELLED)
         reason_code, reason = self.ctx.gpu_decision(self.module, kernel, plan, count)
         if reason_code is _NONE:
+            span = self.scope.guest_memory(plan.memory) if plan.memory >= 0 and self.scope.guest_memory else None
             result = self.ctx.dispatcher.run(self.buffers, self.module.dispatch_plans[kernel_id], bound, count,
-                                             call.deadline, call.op)
+                                             call.deadline, call.op, span)
             if result.end is _PUBLISHED:
                 return self._finish(call, _OK, outcome=_GPU)
             if result.end is _REFUSED:

@@ -133,6 +133,7 @@ class Instance:
         self._exports = GuestExports(linker, self._store, guest, self.module.compiled)
         store = self._store
         self._scope.own_memory = lambda name: own_memory(self.exports.get(name), store)
+        self._scope.guest_memory = self._guest_memory_span
 
     @property
     def store(self) -> wasmtime.Store:
@@ -170,6 +171,13 @@ class Instance:
     def _check_open(self) -> None:
         if self.closed:
             raise ValueError(f"instance {self.id} is closed")
+
+    def _guest_memory_span(self, index: int) -> tuple[int, int] | None:
+        """Where guest memory `index` is now, for a kernel's memory snapshot (None: none such)."""
+        try:
+            return memory_span(self._memory(index), self._store)
+        except (IndexError, ValueError):
+            return None
 
     def _memory(self, index: int) -> wasmtime.Memory | wasmtime.SharedMemory:
         self._check_open()

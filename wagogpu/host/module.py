@@ -99,7 +99,7 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
         t0 = time.perf_counter()
         try:
             read_only = [slot not in plan.write_slots for slot in plan.used_slots] + (
-                [False] if plan.error_word else [])
+                [False] if plan.error_word else []) + ([True] if plan.memory >= 0 else [])
             pipeline = ctx.residency.live.pipeline(plan.wgsl, read_only)
         except Exception as exc:  # PipelineError or a device failure while building
             module.pipeline_failures[kernel.id] = first_line(exc)
@@ -108,7 +108,8 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
             module.pipeline_seconds[kernel.id] = time.perf_counter() - t0
         budget = ctx.residency.loop_budget(wgsl_loops(plan.wgsl), plan.loop_budget)
         module.dispatch_plans[kernel.id] = DispatchPlan(
-            pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word, budget)
+            pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word, budget,
+            plan.memory, plan.memory_low)
 
 
 def wgsl_loops(wgsl: str) -> int:
