@@ -56,13 +56,15 @@ class Config:
     power_preference: str = "high-performance"
     allow_software_adapter: bool = False
     require_gpu: bool = False
+    pipelined: bool = False  # non-trapping dispatches return once recorded; failures surface later
 
     def __post_init__(self) -> None:
         kernels = self.kernels
         if isinstance(kernels, KernelConfig) or not isinstance(kernels, (list, tuple)):
             raise ConfigError("kernels", "expected a list of KernelConfig")
         object.__setattr__(self, "kernels", tuple(kernels))
-        for name in ("relaxed_float", "disabled", "profile_stages", "allow_software_adapter", "require_gpu"):
+        for name in ("relaxed_float", "disabled", "profile_stages", "allow_software_adapter", "require_gpu",
+                     "pipelined"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"expected a bool, got {getattr(self, name)!r}")
         if not isinstance(self.kernel_export, str):

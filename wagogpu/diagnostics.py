@@ -137,6 +137,8 @@ class BufferOperation(TransferCounters):
     reason_code: ReasonCode = ReasonCode.NONE
     reason: str = ""
     hardware_submitted: bool = False
+    pipelined: bool = False  # ours: a dispatch that returned once recorded, before the device ran it
+    confirmed: bool = False  # ours: the device reported this call's GPU work complete (maybe later)
     transfer_counts_complete: bool = True
     profile_valid: bool = False
     timestamps_valid: bool = False
@@ -218,6 +220,9 @@ class BufferSnapshot:
     device: str = ""  # adapter description, "" when none (ours; names the adapter in every figure)
     device_init: float = 0.0
     timestamps_supported: bool = False
+    #: Sequence numbers of pipelined dispatches that returned 0 and whose work the device never
+    #: confirmed (their outputs became CONTENTS_LOST), oldest first.
+    lost_dispatches: tuple[int, ...] = ()
 
 
 @dataclass

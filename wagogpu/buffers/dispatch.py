@@ -34,19 +34,34 @@ KERNEL_ERROR_REASONS: dict[int, ReasonCode] = {KernelError.TRAP: ReasonCode.KERN
                                                KernelError.INDEX_RANGE: ReasonCode.INDEX_RANGE}
 
 
-class Dispatcher:
-    """Runs dispatch transactions on one host's residency."""
+#: What a pipelined dispatch reports as its device timings: none were waited for.
+_RECORDED = ExecuteResult(0.0, 0.0, 0.0, 0.0, None, False, False)
 
-    def __init__(self, residency: Residency):
+
+class Dispatcher:
+    """Runs dispatch transactions on one host's residency.
+
+    pipelined: a kernel that cannot raise the error word commits when its dispatch is recorded
+    and returns before the device ran it (pending.py); the others keep the waited transaction.
+    """
+
+    def __init__(self, residency: Residency, pipelined: bool = False):
         self.res = residency
+        self.pipelined = pipelined
 
     def run(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
             deadline: float, op: BufferOperation) -> DispatchResult:
         res = self.res
+        pipelined = self.pipelined and not plan.error_word
+        pending = res.pending
+        if pending and (not pipelined or pending.due(sum(bound[s].gpu_bytes for s in plan.write_slots))):
+            status = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
+            if status:
+                return refused_or_fallback(status, res.quarantine_reason)
         res.check_loss()
         if not res.usable:
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
-        tx = Transaction(inst, plan, bound, count, deadline, op)
+        tx = Transaction(inst, plan, bound, count, deadline, op, pipelined=pipelined)
         status = plan_slots(res, tx)
         if not status:
             status = set_up_small_buffers(res, tx)
@@ -54,20 +69,43 @@ class Dispatcher:
             status = Status.CANCELLED
         if status:
             return self.unwind(tx, refused_or_fallback(status, res.quarantine_reason))
-        return self._submit(tx)
+        return self._enqueue(tx) if pipelined else self._submit(tx)
 
-    def _submit(self, tx: Transaction) -> DispatchResult:
-        dev = self.res.live
+    def _execute_plan(self, tx: Transaction) -> ExecutePlan:
         d = tx.inst.device
         assert d.uniform is not None  # set up with the small buffers
         uploads = [(u.gpu, u.start * 4, u.words) for u in tx.uploads]
         if tx.plan.error_word:
             assert d.error_word is not None
             uploads.append((d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32)))
-        execute = ExecutePlan(
+        return ExecutePlan(
             pipeline=tx.plan.pipeline, uniform=d.uniform, params=tx.params, storage=tx.storage, uploads=uploads,
             seeds=tx.seeds, workgroups=workgroup_grid(tx.count), separate_stages=self.res.profile_stages,
             readahead=tx.readahead)
+
+    def _enqueue(self, tx: Transaction) -> DispatchResult:
+        """The pipelined path: recorded is committed (the device runs work in recorded order); the
+        device's answer is awaited when something needs it (pending.py)."""
+        res = self.res
+        try:
+            ticket = res.live.enqueue(self._execute_plan(tx), max(0.0, tx.deadline - time.perf_counter()))
+        except DeviceFailure as exc:
+            if res.pending:
+                res.pending.lose(f"recording a pipelined dispatch failed at {exc.stage}: {exc.message}")
+            return self.fail(tx, f"dispatch failed at {exc.stage}: {exc}", exc)
+        tx.inst.release(tx.transient)  # the payloads were copied when recorded
+        tx.transient = 0
+        tx.op.pipelined = True
+        self._completed(tx, _RECORDED)
+        self._commit(tx)
+        written = tuple(tx.bound[slot] for slot in tx.outputs)
+        res.pending.add(ticket, tx.op, tx.inst, written, sum(size for _gpu, size in tx.outputs.values()))
+        return PUBLISHED
+
+    def _submit(self, tx: Transaction) -> DispatchResult:
+        dev = self.res.live
+        d = tx.inst.device
+        execute = self._execute_plan(tx)
         tx.op.hardware_submitted = not dev.info.is_software  # a software adapter is no GPU
         try:
             result = dev.execute(execute, max(0.0, tx.deadline - time.perf_counter()))
@@ -84,6 +122,7 @@ class Dispatcher:
             except DeviceFailure as exc:
                 return self.fail(tx, f"error word readback failed: {exc}", exc)
         self._completed(tx, result)
+        tx.op.confirmed = True
         return self._publish(tx, kernel_error)
 
     def _completed(self, tx: Transaction, result: ExecuteResult) -> None:

@@ -18,6 +18,7 @@ from ..memcopy import copy_bytes, copy_many
 from .budget import RuntimeBudget
 from .convert import words_to_stored
 from .eviction import Held
+from .pending import PendingWork
 from .records import Buffer
 from .table import InstanceBuffers
 from .tuning import ResolvedTuning, TransferTuning
@@ -40,6 +41,7 @@ class Residency:
         self.quarantined = False
         self.quarantine_reason = ""
         self.totals_complete = True
+        self.pending = PendingWork(self)  # pipelined dispatches not yet confirmed
 
     # -- quarantine -----------------------------------------------------------------------
     @property
@@ -156,6 +158,10 @@ class Residency:
                     op: BufferOperation) -> tuple[Status, int]:
         """(status, address) of buf's current bytes for a copy-back: the CPU copy, or a parked
         readback (a big buffer whose CPU copy is stale is read back and parked, not copied in)."""
+        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+            status = self.pending.settle(deadline)  # the device's answer first (pending.py)
+            if status:
+                return status, 0
         flags = buf.record.flags
         if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
             if buf.parked_valid():
@@ -171,6 +177,10 @@ class Residency:
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
                          counters: TransferCounters, op: BufferOperation | None = None) -> Status:
         """§4.4: the whole buffer read back once when the CPU copy is stale."""
+        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+            status = self.pending.settle(deadline)  # the device's answer first (pending.py)
+            if status:
+                return status
         flags = buf.record.flags
         if flags & acc.LOST:
             return Status.CONTENTS_LOST

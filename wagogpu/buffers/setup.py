@@ -88,8 +88,10 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status:
 def _written_in_place(res: Residency, tx: Transaction, buf: Buffer, replace: bool) -> bool:
     """The output's current contents are safe on the host (parked): the kernel may write the
     committed copy itself, and no scratch is needed. A failure restores from the parking
-    (quarantine copies it in; a late cancellation writes it back)."""
-    return (res.tuning.in_place_outputs and replace and not tx.plan.error_word and buf.parked_valid()
+    (quarantine copies it in; a late cancellation writes it back). Not for a pipelined dispatch:
+    it commits when recorded, and the parking goes with the commit."""
+    return (res.tuning.in_place_outputs and replace and not tx.plan.error_word and not tx.pipelined
+            and buf.parked_valid()
             and bool(buf.record.flags & acc.GPU_CURRENT))
 
 

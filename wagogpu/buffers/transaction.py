@@ -77,6 +77,7 @@ class Transaction:
     readahead: list[BufferHandle] = field(default_factory=list)
     held_aside: dict[int, tuple[Buffer, Parked]] = field(default_factory=dict)  # outputs written in place
     params: bytes | None = None  # a new parameter block to upload
+    pipelined: bool = False  # committed when recorded, confirmed later (pending.py)
 
     def reattach(self) -> None:
         """Give the outputs written in place their parked readbacks back."""

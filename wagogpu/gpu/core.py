@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .adapters import AdapterInfo
 from .backend import Backend, MapCell
@@ -24,6 +24,10 @@ __all__ = ["DeviceCore"]
 
 _perf = time.perf_counter
 _MAX_NAP = 0.002
+
+
+def _nothing() -> None:
+    """No pending batch to submit."""
 
 
 class DeviceCore:
@@ -41,6 +45,8 @@ class DeviceCore:
         self.lock = threading.RLock()
         self.closed = False
         self._ids = itertools.count(1)
+        #: Submits the open pending batch (batch.py) first; every other submission calls it (lock held).
+        self.submit_pending: Callable[[], None] = _nothing
 
     def new_id(self) -> int:
         """Ids of handles and pipelines (bind groups and read-ahead copies are keyed by them)."""

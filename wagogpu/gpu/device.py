@@ -60,7 +60,8 @@ class GpuDevice:
         self._executor = Executor(core, self._pipelines, self._uploads, self._readback, self._pool)
         # The hot paths bound once: the instance's own entries shadow the documented methods
         # below, so a dispatch or a read costs no extra Python frame for the delegation.
-        self.__dict__.update(execute=self._executor.execute, read=self._readback.read)
+        self.__dict__.update(execute=self._executor.execute, read=self._readback.read,
+                             enqueue=self._executor.enqueue)
 
     @classmethod
     def open(
@@ -130,6 +131,8 @@ class GpuDevice:
             return
         with self._core.lock:
             if handle._ptr is not None and not self._core.closed:
+                if self._executor.batches.references(handle.id):
+                    self._core.submit_pending()  # destroying a buffer an unsubmitted batch uses fails it
                 self._readback.drop(handle.id)
                 self._pipelines.forget_buffer(handle.id)
             self._buffers.release(handle)
@@ -148,6 +151,8 @@ class GpuDevice:
     def release_pipeline(self, pipeline: ComputePipeline) -> None:
         """Free a pipeline and its cached bind groups; idempotent."""
         with self._core.lock:
+            if self._executor.batches.references(pipeline.id):
+                self._core.submit_pending()
             self._pipelines.release(pipeline)
 
     # -------------------------------------------------------------- work and transfers
@@ -156,6 +161,36 @@ class GpuDevice:
         """Run one dispatch transaction and wait for it; raises DeviceFailure on any failure.
         Upload arrays are copied before execute returns; the caller may reuse them at once."""
         return self._executor.execute(plan, timeout)
+
+    def enqueue(self, plan: ExecutePlan, timeout: float) -> int:
+        """Record a dispatch transaction into the open pending batch, unsubmitted and unwaited
+        (batch.py); returns its ticket.  Raises DeviceFailure, after which every pending ticket is
+        lost.  Upload arrays are copied before it returns."""
+        return self._executor.enqueue(plan, timeout)
+
+    def submit_pending(self) -> None:
+        """Submit the open pending batch without waiting (the GPU starts on it)."""
+        self._executor.submit_pending()
+
+    def flush(self, timeout: float) -> int:
+        """Submit the open pending batch and wait for every submitted one: the highest confirmed
+        ticket.  DeviceFailure: no ticket above ``confirmed_ticket`` will ever be confirmed."""
+        return self._executor.flush(timeout)
+
+    @property
+    def confirmed_ticket(self) -> int:
+        return self._executor.batches.confirmed
+
+    @property
+    def submitted_ticket(self) -> int:
+        """The highest ticket whose batch was submitted (not proof that it ran)."""
+        return self._executor.batches.submitted_ticket
+
+    @property
+    def pending_tickets(self) -> int:
+        """Tickets enqueued and not yet confirmed."""
+        batches = self._executor.batches
+        return batches.last_ticket - batches.confirmed
 
     def read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
              out: np.ndarray | None = None) -> np.ndarray:
@@ -257,6 +292,7 @@ class GpuDevice:
             core.natives.abandon()
             return
         try:
+            self._executor.batches.abandon()
             self._pipelines.close()
             self._buffers.close()
             self._uploads.close()

@@ -23,12 +23,14 @@ from .context import RuntimeContext
 from .engine import first_line, new_engine
 from .instance import Instance, next_id
 from .module import Module, build_module
-from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state
+from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state, settle_pending
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gpu.device import GpuDevice
 
 _LIVE_HOSTS: weakref.WeakSet[Host] = weakref.WeakSet()
+#: Host.close waits at most this long for pipelined dispatches still pending.
+CLOSE_SETTLE_SECONDS = 1.0
 
 
 @atexit.register
@@ -146,6 +148,11 @@ class Host:
         if ctx.stopped:
             return
         ctx.stopped = True
+        if ctx.residency.pending and ctx.lock.acquire(blocking=False):  # never wait for a blocked import
+            try:
+                settle_pending(ctx, min(ctx.config.run_timeout, CLOSE_SETTLE_SECONDS))
+            finally:
+                ctx.lock.release()
         device = ctx.residency.device
         if device is not None:
             device.close()  # unblocks a dispatch waiting on the device
