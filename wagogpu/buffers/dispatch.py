@@ -13,6 +13,7 @@ there is one way back for each kind of end:
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -34,6 +35,8 @@ KERNEL_ERROR_REASONS: dict[int, ReasonCode] = {KernelError.TRAP: ReasonCode.KERN
                                                KernelError.INDEX_RANGE: ReasonCode.INDEX_RANGE}
 
 
+_NO_UPLOADS: tuple[()] = ()
+_grid = functools.lru_cache(maxsize=256)(workgroup_grid)  # a chain asks for the same few grids
 #: What a pipelined dispatch reports as its device timings: none were waited for.
 _RECORDED = ExecuteResult(0.0, 0.0, 0.0, 0.0, None, False, False)
 
@@ -74,14 +77,12 @@ class Dispatcher:
     def _execute_plan(self, tx: Transaction) -> ExecutePlan:
         d = tx.inst.device
         assert d.uniform is not None  # set up with the small buffers
-        uploads = [(u.gpu, u.start * 4, u.words) for u in tx.uploads]
+        uploads = [(u.gpu, u.start * 4, u.words) for u in tx.uploads] if tx.uploads else _NO_UPLOADS
         if tx.plan.error_word:
             assert d.error_word is not None
-            uploads.append((d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32)))
-        return ExecutePlan(
-            pipeline=tx.plan.pipeline, uniform=d.uniform, params=tx.params, storage=tx.storage, uploads=uploads,
-            seeds=tx.seeds, workgroups=workgroup_grid(tx.count), separate_stages=self.res.profile_stages,
-            readahead=tx.readahead)
+            uploads = [*uploads, (d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))]
+        return ExecutePlan(tx.plan.pipeline, d.uniform, tx.params, tx.storage, uploads, tx.seeds, _grid(tx.count),
+                           self.res.profile_stages, None, tx.readahead)
 
     def _enqueue(self, tx: Transaction) -> DispatchResult:
         """The pipelined path: recorded is committed (the device runs work in recorded order); the
@@ -128,6 +129,8 @@ class Dispatcher:
     def _completed(self, tx: Transaction, result: ExecuteResult) -> None:
         """The device ran the submission: uploads are valid cache whether or not we publish."""
         op = tx.op
+        if result is _RECORDED and not (tx.uploads or tx.seeds or tx.params is not None):
+            return  # a resident pipelined dispatch: nothing moved, nothing timed
         stage_min = self.res.tuning.prestage_min_bytes
         for u in tx.uploads:
             buf = u.buf
@@ -170,13 +173,16 @@ class Dispatcher:
 
     def _commit(self, tx: Transaction) -> None:
         """Single commit: every written slot switches to what the kernel wrote, together."""
-        t0 = time.perf_counter()
+        profile = self.res.profile_stages  # (the commit's time is reported in profile mode only)
+        t0 = time.perf_counter() if profile else 0.0
         inst = tx.inst
-        if tx.held_aside:
+        held_aside = tx.held_aside
+        if held_aside:
             tx.reattach()  # stale from here on: the loop below lets them go
+        bound, readahead = tx.bound, tx.readahead
         for slot, (written, size) in tx.outputs.items():
-            buf = tx.bound[slot]
-            if slot not in tx.held_aside:  # (written in place: the committed copy already is the output)
+            buf = bound[slot]
+            if slot not in held_aside:  # (written in place: the committed copy already is the output)
                 if buf.gpu is not None:
                     give_back_scratch(inst, (buf.gpu, size))
                     inst.gpu_charge -= size
@@ -186,9 +192,10 @@ class Dispatcher:
                 self.res.unpark(inst, buf)
             if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
                 buf.readahead_hint = False
-            buf.readahead_sent = written in tx.readahead
+            buf.readahead_sent = bool(readahead) and written in readahead
             buf.record.mark_gpu_written()
-        tx.op.commit += time.perf_counter() - t0
+        if profile:
+            tx.op.commit += time.perf_counter() - t0
 
     # -- the ways back ---------------------------------------------------------------------------
     def unwind(self, tx: Transaction, result: DispatchResult) -> DispatchResult:

@@ -58,7 +58,7 @@ class OpenBatch:
     used: list[PooledBuffer] = field(default_factory=list)  # pooled upload buffers it copies from
     ahead: dict[int, tuple[BufferHandle, PooledBuffer]] = field(default_factory=dict)  # read-ahead copies
     void: list[PooledBuffer] = field(default_factory=list)  # read-ahead copies dropped before submission
-    refs: set[int] = field(default_factory=set)  # ids of the handles and pipelines it records
+    plans: list[ExecutePlan] = field(default_factory=list)  # what it records (references() reads them)
 
 
 @dataclass(eq=False, slots=True)
@@ -90,23 +90,34 @@ class PendingBatches:
         return self._tickets
 
     def references(self, obj_id: int) -> bool:
-        """The open batch records the handle or pipeline with this id."""
+        """The open batch records the handle or pipeline with this id (asked before a release,
+        which is rare: the plans are searched then rather than indexed on every enqueue)."""
         batch = self.open
-        return batch is not None and obj_id in batch.refs
+        if batch is None:
+            return False
+        for plan in batch.plans:
+            if obj_id in (plan.pipeline.id, plan.uniform.id) or any(h.id == obj_id for h in plan.storage) \
+                    or any(u[0].id == obj_id for u in plan.uploads) \
+                    or any(obj_id in (src.id, dst.id) for src, dst, _o, _n in plan.seeds):
+                return True
+        return obj_id in batch.ahead
 
     # -------------------------------------------------------------- recording (lock held)
 
     def enqueue(self, plan: ExecutePlan, bind_group: Any, deadline: float) -> int:
         """Record ``plan`` (checked by the executor) into the open batch; returns its ticket."""
-        need = self._ring_need(plan)
+        need = self._ring_need(plan) if plan.uploads or plan.params is not None else 0
         batch = self.open
-        if batch is not None and batch.ring_used + need > self._ring_size():
+        if batch is not None and need and batch.ring_used + need > self._ring_size():
             self.submit_open()
             batch = None
         if batch is None:
             batch = self.open = OpenBatch(self._core.backend.encoder())
-        del self._core.flags.errors[:]
-        if need:
+        errors = self._core.flags.errors
+        if errors:
+            del errors[:]
+        batch.plans.append(plan)
+        if need or plan.uploads:
             self._record_uploads(batch, plan, deadline)
         if plan.seeds:
             self._end_pass(batch)
@@ -114,19 +125,15 @@ class PendingBatches:
             for src, dst, off, n in plan.seeds:
                 if n:
                     copy(batch.enc, src._ptr, off, dst._ptr, off, n)
-                    batch.refs.update((src.id, dst.id))
         self._record_dispatch(batch, plan, bind_group)
         if plan.readahead:
             self._record_ahead(batch, plan.readahead)
-        batch.refs.update(h.id for h in plan.storage)
-        batch.refs.update((plan.pipeline.id, plan.uniform.id))
-        self._tickets += 1
-        batch.last_ticket = self._tickets
+        ticket = self._tickets = self._tickets + 1
+        batch.last_ticket = ticket
         batch.dispatches += 1
-        err = self._core.take_error()
-        if err is not None:
-            raise DeviceFailure(FailureStage.SUBMIT, f"recording a pending dispatch: {err}")
-        return self._tickets
+        if errors:
+            raise DeviceFailure(FailureStage.SUBMIT, f"recording a pending dispatch: {self._core.take_error()}")
+        return ticket
 
     def _ring_need(self, plan: ExecutePlan) -> int:
         """Ring bytes the plan's parameter block and small uploads take (large ones go through
@@ -167,7 +174,6 @@ class PendingBatches:
             backend.write_buffer(ring, at, arr, arr.nbytes)
             backend.copy(batch.enc, ring, at, handle._ptr, offset, arr.nbytes)
             batch.ring_used = at + _ring_bytes(arr.nbytes)
-        batch.refs.update(h.id for h, _o, _a in plan.uploads)
 
     def _record_dispatch(self, batch: OpenBatch, plan: ExecutePlan, bind_group: Any) -> None:
         gx, gy = plan.workgroups
@@ -195,7 +201,6 @@ class PendingBatches:
             if old is not None:
                 batch.void.append(old[1])
             batch.ahead[h.id] = (h, entry)
-            batch.refs.add(h.id)
 
     def invalidate(self, plan: ExecutePlan) -> None:
         """The plan may write these buffers: their read-ahead copies in the open batch are stale."""

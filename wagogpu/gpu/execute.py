@@ -102,7 +102,8 @@ class Executor:
         (batch.py); returns its ticket.  A DeviceFailure abandons every pending batch."""
         core = self._core
         deadline = _perf() + timeout
-        core.acquire(timeout)
+        if not core.lock.acquire(timeout=timeout if timeout > 0.0 else 0.0):
+            raise core.lock_timeout()
         try:
             if plan.separate_stages or plan.timestamps:
                 raise DeviceFailure(FailureStage.SUBMIT, "a pending dispatch has no separate stages or timestamps")
@@ -110,7 +111,8 @@ class Executor:
             if self._readback.copies:
                 self._readback.invalidate(plan)
             batches = self.batches
-            batches.invalidate(plan)
+            if batches.open is not None and batches.open.ahead:
+                batches.invalidate(plan)
             try:
                 return batches.enqueue(plan, bind_group, deadline)
             except DeviceFailure:
@@ -148,9 +150,10 @@ class Executor:
         faults = core.faults
         if faults is not None and faults.hit(FailureStage.SUBMIT):
             raise DeviceFailure(FailureStage.SUBMIT, "injected submission failure", False)
-        for src, dst, off, n in plan.seeds:
-            if src._ptr is None or dst._ptr is None or off % 4 or n % 4 or off + n > min(src.nbytes, dst.nbytes):
-                raise DeviceFailure(FailureStage.SUBMIT, f"seed {src!r} -> {dst!r} [{off}, +{n}) is invalid")
+        if plan.seeds:
+            for src, dst, off, n in plan.seeds:
+                if src._ptr is None or dst._ptr is None or off % 4 or n % 4 or off + n > min(src.nbytes, dst.nbytes):
+                    raise DeviceFailure(FailureStage.SUBMIT, f"seed {src!r} -> {dst!r} [{off}, +{n}) is invalid")
         return bind_group
 
     def _submit(self, plan: ExecutePlan, bind_group: Any, ts: bool, deadline: float,
