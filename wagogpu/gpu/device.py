@@ -20,7 +20,7 @@ import numpy as np
 from .adapters import AdapterChoice, AdapterInfo, BackendName, select_adapters
 from .backend import Backend, BackendFlags, DeviceApi, load_api
 from .core import DeviceCore
-from .errors import GpuUnavailable
+from .errors import GpuUnavailable, PipelineError
 from .execute import Executor
 from .faults import FaultInjector
 from .handles import BufferHandle, BufferKind, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, UploadStage
@@ -30,6 +30,7 @@ from .readback import Readback
 from .resources import BufferTable
 from .tuning import DeviceTuning
 from .uploads import Uploads
+from .warmup import WarmUp
 
 __all__ = ["GpuDevice", "BufferHandle", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats",
            "READAHEAD_MAX_BYTES"]
@@ -58,6 +59,7 @@ class GpuDevice:
         self._readback = Readback(core, self._pool)
         self._uploads = Uploads(core, self._pool, self._readback.drop)
         self._executor = Executor(core, self._pipelines, self._uploads, self._readback, self._pool)
+        self._warmup = WarmUp(core)
         # The hot paths bound once: the instance's own entries shadow the documented methods
         # below, so a dispatch or a read costs no extra Python frame for the delegation.
         self.__dict__.update(execute=self._executor.execute, read=self._readback.read,
@@ -139,14 +141,25 @@ class GpuDevice:
 
     # -------------------------------------------------------------- pipelines
 
-    def pipeline(self, wgsl: str, bindings: Sequence[bool], entry_point: str = "main") -> ComputePipeline:
+    def pipeline(self, wgsl: str, bindings: Sequence[bool], entry_point: str = "main",
+                 warm: bool = False) -> ComputePipeline:
         """The compute pipeline for ``wgsl``, cached by its text and binding kinds.
 
         ``bindings[i]`` is True when storage binding i+1 is read-only; binding 0 is the 16-byte
-        uniform.  Invalid WGSL raises PipelineError with wgpu's message (not logged).
+        uniform.  Invalid WGSL raises PipelineError with wgpu's message (not logged).  ``warm``:
+        a newly built pipeline is run once (count 0) before this returns, so that the driver's
+        first use of it is paid here rather than by the first dispatch (warmup.py).
         """
         with self._core.lock:
-            return self._pipelines.get(wgsl, bindings, entry_point)
+            misses = self._pipelines.misses
+            pipeline = self._pipelines.get(wgsl, bindings, entry_point)
+            if warm and self._pipelines.misses != misses:
+                try:
+                    self._warmup.run(pipeline, self.tuning.warmup_seconds)
+                except PipelineError:
+                    self._pipelines.release(pipeline)
+                    raise
+            return pipeline
 
     def release_pipeline(self, pipeline: ComputePipeline) -> None:
         """Free a pipeline and its cached bind groups; idempotent."""

@@ -45,6 +45,8 @@ class DeviceTuning:
     #: Bytes of the ring a pending batch's parameter blocks and small uploads are copied from
     #: (batch.py); a batch that would overflow it is submitted and the next starts at its start.
     batch_ring_bytes: int = 1 << 20
+    #: A new pipeline's warm-up run (warmup.py) may take this long before it counts as failed.
+    warmup_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
