@@ -236,3 +236,23 @@ def test_profile_mode_is_waited_and_submits_no_empty_stage():
     assert (last.device_copy_count, last.parameter_upload_count) == (1, 1)  # the tail [3, N) is seeded
     assert last.device_copy > 0
     g.host.close()
+
+
+@pytest.mark.parametrize("pipelined", [False, True], ids=["waited", "pipelined"])
+def test_a_warm_round_trip_is_one_submission(pipelined):
+    """Full set, dispatch, copy-back: the upload, the dispatch and the read-ahead copy of its
+    output go in one submission, and the copy-back takes the mapped copy (no second submission)."""
+    g = chain_guest(pipelined=pipelined)
+    dev = g.host.device
+    a, b = g.create(F32, N), g.create(F32, N)
+    g.bind(a, b)
+    for round_ in range(4):
+        before = dev.stats.submissions
+        values = np.arange(N, dtype=np.float32) + round_
+        assert g.set_f32(a, values) == 0
+        assert g.dispatch(1, N) == 0
+        assert np.array_equal(g.get_f32(b, N, guest=8192), values * 2)
+        if round_ >= 2:  # (the first copy-back read back; from then on the output is read ahead)
+            assert dev.stats.submissions - before == 1
+    assert g.host.buffer_snapshot().totals.download_count == 4
+    g.host.close()
