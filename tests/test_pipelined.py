@@ -256,3 +256,15 @@ def test_a_warm_round_trip_is_one_submission(pipelined):
             assert dev.stats.submissions - before == 1
     assert g.host.buffer_snapshot().totals.download_count == 4
     g.host.close()
+
+
+def test_a_device_loss_seen_at_any_import_loses_the_pending_outputs_first():
+    g = chain_guest()
+    keep = g.create(F32, N)
+    a, b = ping_pong(g, 2)
+    g.host.device._core.flags.lost = True  # as the driver's loss callback does
+    assert g.inst.call("copyBuffer32", keep, 0, 0, 4096, 4) == 0  # CPU-current: still answers
+    assert g.state(a) == g.state(b) == "CONTENTS_LOST"
+    snap = g.host.buffer_snapshot()
+    assert snap.state == "FAILED" and len(snap.lost_dispatches) == 2
+    g.host.close()

@@ -57,7 +57,7 @@ class Dispatcher:
         res = self.res
         pipelined = self.pipelined and not plan.error_word
         pending = res.pending
-        if pending and (not pipelined or pending.due(sum(bound[s].gpu_bytes for s in plan.write_slots))):
+        if pending and (not pipelined or pending.due(sum([bound[s].gpu_bytes for s in plan.write_slots]))):
             status = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
             if status:
                 return refused_or_fallback(status, res.quarantine_reason)
@@ -99,8 +99,9 @@ class Dispatcher:
         tx.op.pipelined = True
         self._completed(tx, _RECORDED)
         self._commit(tx)
-        written = tuple(tx.bound[slot] for slot in tx.outputs)
-        res.pending.add(ticket, tx.op, tx.inst, written, sum(size for _gpu, size in tx.outputs.values()))
+        bound = tx.bound
+        written = tuple([bound[slot] for slot in tx.outputs])
+        res.pending.add(ticket, tx.op, tx.inst, written, sum([buf.gpu_bytes for buf in written]))
         return PUBLISHED
 
     def _submit(self, tx: Transaction) -> DispatchResult:

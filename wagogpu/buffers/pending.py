@@ -152,7 +152,8 @@ class PendingWork:
     def lose(self, reason: str, submitted_ticket: int = 0) -> None:
         """The device will never confirm the pending dispatches: each output still holding what
         one of them wrote becomes CONTENTS_LOST (a live buffer that is not CPU-current; a later
-        full set made the others CPU-current), then the runtime is quarantined."""
+        full set made the others CPU-current), then the runtime is quarantined (marked first, so
+        that a quarantine reading committed contents back never reads theirs)."""
         res = self.res
         hardware = res.device is not None and not res.device.info.is_software
         for pending in self.dispatches:
@@ -168,7 +169,8 @@ class PendingWork:
         self.nbytes = 0
         self.recorded = 0
         res.totals_complete = False
-        res.quarantine(reason)
+        if not res.quarantined:  # (inside a quarantine already under way, the marks are all it needs)
+            res.quarantine(reason)
 
 
 def _mark_lost(buf: Buffer) -> None:

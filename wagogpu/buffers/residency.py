@@ -61,6 +61,8 @@ class Residency:
 
     def check_loss(self) -> None:
         if self.device is not None and not self.quarantined and self.device.is_lost():
+            if self.pending:  # unconfirmed pipelined outputs are lost, never read back
+                self.pending.lose("device lost")
             self.quarantine("device lost")
 
     def quarantine(self, reason: str) -> None:
