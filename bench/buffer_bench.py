@@ -152,6 +152,8 @@ class Case:
         diff = self.download_checked()  # the prefix keeps the tail: the full output still matches
         record = measurement(int(np.median(times)), dispatch, self.host.buffer_snapshot().last, diff)
         record["MinNS"], record["Samples"] = min(times), len(times)
+        # Pipelined, each sample only records its dispatch: the device's time is in the copy-back.
+        record["IncludesDeviceWait"] = not self.host.config.pipelined
         return record
 
     def close(self) -> dict[str, Any]:
