@@ -1,5 +1,6 @@
 """One dispatch transaction: parameters, uploads, seed copies, the compute pass and read-ahead
-copies in one submission, then one wait (abi.md §4.6 step 6).
+copies in one submission, then one wait (abi.md §4.6 step 6); or, with ``enqueue``, the same
+recorded into the open pending batch without submitting or waiting (batch.py).
 
 The hot path is a resident dispatch: no uploads, no parameters, a cached bind group; it makes
 the backend's few native calls on pre-built structs and adds no Python work of its own beyond
