@@ -20,7 +20,7 @@ from ..config import Config
 from ..diagnostics import BufferSnapshot, LegacyTiming, RuntimeState, Snapshot
 from ..errors import ConfigError, GpuRequiredError
 from .context import RuntimeContext
-from .engine import first_line, new_engine
+from .engine import compile_in_background, first_line, new_engine
 from .instance import Instance, next_id
 from .module import Module, build_module
 from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state, settle_pending
@@ -79,11 +79,11 @@ class Host:
             raise ConfigError("tuning", f"expected wagogpu.buffers.TransferTuning, got {type(tuning).__name__}")
         self.config = config
         engine = new_engine()
-        accessor = wasmtime.Module(engine, accessor_wat())
+        accessor = compile_in_background(engine, accessor_wat())  # while the device opens
         device, reason, seconds = open_device(config)
         budget = RuntimeBudget(config.max_runtime_buffer_bytes)
         residency = Residency(device, budget, config.profile_stages, tuning)
-        self.context = RuntimeContext(config, engine, accessor, budget, residency, reason, seconds)
+        self.context = RuntimeContext(config, engine, accessor(), budget, residency, reason, seconds)
         _LIVE_HOSTS.add(self)
 
     # -- what the runtime has ------------------------------------------------------------------
