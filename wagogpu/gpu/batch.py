@@ -136,12 +136,15 @@ class PendingBatches:
         return ticket
 
     def _ring_need(self, plan: ExecutePlan) -> int:
-        """Ring bytes the plan's parameter block and small uploads take (large ones go through
-        the pool's upload buffers, stages are copied from where they are)."""
+        """Ring bytes the plan's parameter block and small uploads take: its arrays too when they
+        fit in the ring beside the parameter block (else they go through the pool's upload
+        buffers); stages are copied from where they are."""
+        params = _ring_bytes(16) if plan.params is not None else 0
+        return params + self._ring_arrays(plan, params)
+
+    def _ring_arrays(self, plan: ExecutePlan, params: int) -> int:
         arrays = sum(_ring_bytes(a.nbytes) for _h, _o, a in plan.uploads if not isinstance(a, UploadStage))
-        if arrays > self._ring_size():
-            arrays = 0
-        return arrays + (_ring_bytes(16) if plan.params is not None else 0)
+        return arrays if arrays + params <= self._ring_size() else 0
 
     def _ring_size(self) -> int:
         return self._core.tuning.batch_ring_bytes
@@ -162,8 +165,7 @@ class PendingBatches:
         arrays = [item for item in arrays if item[2].nbytes]
         if stages:
             self._uploads.record(batch.enc, stages, deadline, batch.used)
-        small = sum(_ring_bytes(a.nbytes) for _h, _o, a in arrays) <= self._ring_size()
-        if arrays and not small:
+        if arrays and not self._ring_arrays(plan, _ring_bytes(16) if plan.params is not None else 0):
             self._uploads.through_pool(batch.enc, arrays, deadline, batch.used)
             arrays = []
         if plan.params is not None:
