@@ -25,7 +25,7 @@ from bench.common import CallTimer, emit, environment
 from bench.chain_guest import kernel_configs as chain_kernels, wat as chain_wat
 from bench.buffer_bench import kernel_configs as work_kernels
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat as work_wat
-from wagogpu import Config, Host
+from wagogpu import Config, GpuRequiredError, Host
 
 NATIVE = ("encoder", "submit", "fence", "begin_pass", "pass_dispatch", "end_pass", "dispatch", "write_buffer",
           "copy", "map", "unmap")  # (polls are inside the waits)
@@ -73,8 +73,11 @@ def split(spent: dict[str, float], total: float, calls: int) -> dict[str, float]
 
 
 def new_host(args: argparse.Namespace, pipelined: bool, kernels: list) -> Host:
-    host = Host(Config(kernels=kernels, pipelined=pipelined, allow_software_adapter=args.allow_software_adapter,
-                       require_gpu=not args.allow_software_adapter))
+    try:
+        host = Host(Config(kernels=kernels, pipelined=pipelined, allow_software_adapter=args.allow_software_adapter,
+                           require_gpu=not args.allow_software_adapter))
+    except GpuRequiredError as exc:
+        raise BenchError(f"{exc} (a missing GPU is an error, not a result)") from exc
     if not host.gpu_active:
         raise BenchError(f"no GPU: {host.device_reason}")
     return host
