@@ -2,9 +2,8 @@
 confirmed by one wait (the pipelined path; ExecutePlan without separate stages or timestamps).
 
 ``enqueue`` records a plan into the open batch and returns its ticket (a sequence number)
-without submitting: its uploads and parameter block as copies out of an upload ring (written with
-queue writes at offsets no other command of the batch uses, so a later dispatch's parameters
-never overwrite an earlier one's before it ran), its seed copies, its dispatch (consecutive
+without submitting: its uploads and parameter block as copies out of the upload ring (ring.py:
+a later dispatch's parameters never overwrite an earlier one's before it ran), its seed copies, its dispatch (consecutive
 dispatches share one compute pass while no copy comes between them) and its read-ahead copies.
 ``submit_open`` submits the open batch without waiting; ``flush`` submits it and waits for every
 submitted batch, then reports the highest confirmed ticket or raises DeviceFailure.
@@ -24,26 +23,18 @@ from typing import Any
 
 import numpy as np
 
-from .backend import CELL_OK, BackendError, MapCell, Usage
+from .backend import CELL_OK, MapCell
 from .core import DeviceCore
 from .errors import DeviceFailure, FailureStage
 from .handles import BufferHandle, ExecutePlan, UploadStage
-from .natives import Native
 from .pool import BufferPool, PooledBuffer
 from .readback import Readback
+from .ring import PARAMS_BYTES, UploadRing, ring_bytes
 from .uploads import Uploads
 
 __all__ = ["PendingBatches"]
 
 _perf = time.perf_counter
-#: Ring offsets are multiples of this (copies need 4; 16 keeps each parameter block on its own line).
-_RING_ALIGN = 16
-
-
-def _ring_bytes(n: int) -> int:
-    return (n + _RING_ALIGN - 1) & ~(_RING_ALIGN - 1)
-
-
 @dataclass(eq=False)
 class OpenBatch:
     """The batch being recorded: its encoder, the pass left open and what it holds."""
@@ -83,7 +74,7 @@ class PendingBatches:
         self.submitted_ticket = 0  # the highest ticket whose batch reached the queue
         #: A failure of a batch submitted on the way to another operation, raised by the next flush.
         self.failure: DeviceFailure | None = None
-        self._ring: Native | None = None
+        self._ring = UploadRing(core)
 
     @property
     def last_ticket(self) -> int:
@@ -106,9 +97,9 @@ class PendingBatches:
 
     def enqueue(self, plan: ExecutePlan, bind_group: Any, deadline: float) -> int:
         """Record ``plan`` (checked by the executor) into the open batch; returns its ticket."""
-        need = self._ring_need(plan) if plan.uploads or plan.params is not None else 0
+        need = self._ring.need(plan) if plan.uploads or plan.params is not None else 0
         batch = self.open
-        if batch is not None and need and batch.ring_used + need > self._ring_size():
+        if batch is not None and need and batch.ring_used + need > self._ring.size:
             self.submit_open()
             batch = None
         if batch is None:
@@ -135,47 +126,21 @@ class PendingBatches:
             raise DeviceFailure(FailureStage.SUBMIT, f"recording a pending dispatch: {self._core.take_error()}")
         return ticket
 
-    def _ring_need(self, plan: ExecutePlan) -> int:
-        """Ring bytes the plan's parameter block and small uploads take: its arrays too when they
-        fit in the ring beside the parameter block (else they go through the pool's upload
-        buffers); stages are copied from where they are."""
-        params = _ring_bytes(16) if plan.params is not None else 0
-        return params + self._ring_arrays(plan, params)
-
-    def _ring_arrays(self, plan: ExecutePlan, params: int) -> int:
-        arrays = sum(_ring_bytes(a.nbytes) for _h, _o, a in plan.uploads if not isinstance(a, UploadStage))
-        return arrays if arrays + params <= self._ring_size() else 0
-
-    def _ring_size(self) -> int:
-        return self._core.tuning.batch_ring_bytes
-
-    def _ring_buffer(self) -> Any:
-        if self._ring is None:
-            try:
-                self._ring = self._core.backend.create_buffer(self._ring_size(), Usage.RING)
-            except BackendError as exc:
-                raise DeviceFailure(FailureStage.SUBMIT, f"upload ring: {exc}") from None
-        return self._ring.obj
-
     def _record_uploads(self, batch: OpenBatch, plan: ExecutePlan, deadline: float) -> None:
         self._end_pass(batch)
-        backend = self._core.backend
+        ring = self._ring
         stages = [(h, o, a) for h, o, a in plan.uploads if isinstance(a, UploadStage)]
         arrays = [(h, o, Uploads.checked_array(h, o, a)) for h, o, a in plan.uploads if not isinstance(a, UploadStage)]
         arrays = [item for item in arrays if item[2].nbytes]
         if stages:
             self._uploads.record(batch.enc, stages, deadline, batch.used)
-        if arrays and not self._ring_arrays(plan, _ring_bytes(16) if plan.params is not None else 0):
+        if arrays and not ring.arrays_bytes(plan, ring_bytes(PARAMS_BYTES) if plan.params is not None else 0):
             self._uploads.through_pool(batch.enc, arrays, deadline, batch.used)
             arrays = []
         if plan.params is not None:
             arrays.append((plan.uniform, 0, np.frombuffer(plan.params, dtype=np.uint32)))
-        ring = self._ring_buffer() if arrays else None
-        for handle, offset, arr in arrays:
-            at = batch.ring_used
-            backend.write_buffer(ring, at, arr, arr.nbytes)
-            backend.copy(batch.enc, ring, at, handle._ptr, offset, arr.nbytes)
-            batch.ring_used = at + _ring_bytes(arr.nbytes)
+        if arrays:
+            batch.ring_used = ring.record(batch.enc, arrays, batch.ring_used)
 
     def _record_dispatch(self, batch: OpenBatch, plan: ExecutePlan, bind_group: Any) -> None:
         gx, gy = plan.workgroups
