@@ -268,3 +268,14 @@ def test_a_device_loss_seen_at_any_import_loses_the_pending_outputs_first():
     snap = g.host.buffer_snapshot()
     assert snap.state == "FAILED" and len(snap.lost_dispatches) == 2
     g.host.close()
+
+
+def test_the_config_field_is_a_bool():
+    from wagogpu import Config, ConfigError
+    from wagogpu.config import config_from_json
+
+    with pytest.raises(ConfigError, match="pipelined"):
+        Config(kernels=[kernel(1, "double")], pipelined=1)
+    cfg = config_from_json({"kernels": [{"id": 1, "name": "double", "bindings": [[0, "F32", "read"], [1, "F32", "w"]]}],
+                            "pipelined": True})
+    assert cfg.pipelined is True and Config(kernels=[kernel(1, "double")]).pipelined is False
