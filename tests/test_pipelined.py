@@ -279,3 +279,17 @@ def test_the_config_field_is_a_bool():
     cfg = config_from_json({"kernels": [{"id": 1, "name": "double", "bindings": [[0, "F32", "read"], [1, "F32", "w"]]}],
                             "pipelined": True})
     assert cfg.pipelined is True and Config(kernels=[kernel(1, "double")]).pipelined is False
+
+
+def test_pending_work_past_its_time_bound_is_settled_at_the_next_import():
+    g = chain_guest()
+    g.host.context.residency.pending.tuning = PipelineTuning(max_seconds=0.01)
+    a, b = ping_pong(g, 2)
+    assert g.host.device.pending_tickets == 2
+    import time
+
+    time.sleep(0.02)
+    c = g.create(F32, N)  # any import: the bound is past, so the device's answer is waited for
+    assert g.host.device.pending_tickets == 0 and g.host.context.log.last_dispatch.confirmed
+    assert g.state(c) == "CPU_CURRENT"
+    g.host.close()

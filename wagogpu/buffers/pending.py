@@ -36,7 +36,8 @@ class PipelineTuning:
 
     max_dispatches: unconfirmed dispatches (each holds its record until confirmed).
     max_bytes: device bytes written by unconfirmed dispatches (what a late failure loses).
-    max_seconds: age of the oldest unconfirmed dispatch (how late a failure may surface).
+    max_seconds: age of the oldest unconfirmed dispatch (how late a failure may surface): checked
+        at every import, so a guest that stops dispatching still learns of a failure soon.
     submit_every: recorded dispatches per submission; the batch is submitted without waiting so
         the device works while the guest records the next ones.
     """
@@ -93,6 +94,10 @@ class PendingWork:
         t = self.tuning
         return (len(self.dispatches) >= t.max_dispatches or self.nbytes + nbytes > t.max_bytes
                 or time.perf_counter() - self.since > t.max_seconds)
+
+    def overdue(self) -> bool:
+        """The oldest unconfirmed dispatch is older than max_seconds (asked at every import)."""
+        return bool(self.dispatches) and time.perf_counter() - self.since > self.tuning.max_seconds
 
     def add(self, ticket: int, op: BufferOperation, inst: InstanceBuffers, outputs: tuple[Buffer, ...],
             nbytes: int) -> None:
