@@ -3,7 +3,8 @@
 call, repeated GPU calls, a resident dispatch and a one-element prefix; numpy beside them.
 
 python -m bench.buffer_bench [--kernels twice,polynomial] [--sizes ...] [--repeats 5]
-       [--ladder polynomial|twice] [--require-gpu | --allow-software-adapter] [--profile] [--out FILE]
+       [--ladder polynomial|twice] [--require-gpu | --allow-software-adapter] [--profile] [--pipelined]
+       [--out FILE]
 
 One JSONL record per (kernel, size) with the reference's field names where they apply (durations in
 integer nanoseconds) plus the adapter, wgpu and Python versions. Results are checked after each
@@ -80,7 +81,7 @@ class Case:
         try:
             self.host = Host(Config(kernels=kernel_configs(), profile_stages=args.profile,
                                     allow_software_adapter=args.allow_software_adapter,
-                                    require_gpu=not args.allow_software_adapter))
+                                    require_gpu=not args.allow_software_adapter, pipelined=args.pipelined))
         except GpuRequiredError as exc:
             raise BenchError(f"{exc} (a missing GPU is an error, not a result)") from exc
         if not self.host.gpu_active:
@@ -152,6 +153,8 @@ class Case:
         diff = self.download_checked()  # the prefix keeps the tail: the full output still matches
         record = measurement(int(np.median(times)), dispatch, self.host.buffer_snapshot().last, diff)
         record["MinNS"], record["Samples"] = min(times), len(times)
+        # Pipelined, each sample only records its dispatch: the device's time is in the copy-back.
+        record["IncludesDeviceWait"] = not self.host.config.pipelined
         return record
 
     def close(self) -> dict[str, Any]:
@@ -205,7 +208,7 @@ def run_case(kernel: str, n: int, args: argparse.Namespace, env: dict[str, Any])
     gpu_median = float(np.median([r["TotalNS"] for r in repeated]))
     direct_median = float(np.median(direct_repeated))
     return {"bench": "buffer_bench", "Kernel": kernel, "Count": n, "OS": platform.system(), "Arch": platform.machine(),
-            "Python": platform.python_version(), "ProfileStages": args.profile, **facts,
+            "Python": platform.python_version(), "ProfileStages": args.profile, "Pipelined": args.pipelined, **facts,
             "DirectCPUNS": direct, "BufferCPUNS": buffer_cpu, "DirectCPURepeatedNS": direct_repeated,
             "NumpyNS": np_ns, "DirectCPU": {"TotalNS": direct}, "BufferCPU": {"TotalNS": buffer_cpu},
             "First": first, "Repeated": repeated, "Resident": resident, "SmallPrefix": prefix,
@@ -250,7 +253,7 @@ def run_ladder(kernel: str, args: argparse.Namespace, env: dict[str, Any],
             resident_s = best_window(lambda: case.inst.call("dispatch", case.id, n), 0.02, args.windows)
         finally:
             facts = case.close()
-        records.append({"bench": "crossover", "Kernel": kernel, "Count": n, "DirectCPUNS": int(direct_s * 1e9),
+        records.append({"bench": "crossover", "Kernel": kernel, "Count": n, "Pipelined": args.pipelined, "DirectCPUNS": int(direct_s * 1e9),
                         "GPUTotalNS": int(gpu_s * 1e9), "ResidentNS": int(resident_s * 1e9), "GPUWins": gpu_s < direct_s,
                         "MaxAbsDiff": diff, "Windows": args.windows, "MinWindowS": 0.02, "adapter": facts["Device"], **env})
         progress(f"ladder {kernel} {n}")
@@ -269,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ladder", action="append", choices=sorted(LADDERS), default=[])
     parser.add_argument("--no-cases", action="store_true", help="only the crossover ladders")
     parser.add_argument("--profile", action="store_true", help="profile_stages=True (separate, waited stages)")
+    parser.add_argument("--pipelined", action="store_true",
+                        help="pipelined=True: dispatches return once recorded; the copy-back waits")
     gpu = parser.add_mutually_exclusive_group()
     gpu.add_argument("--require-gpu", action="store_true",
                      help="fail unless a hardware adapter runs every GPU sample (the default)")

@@ -58,13 +58,15 @@ class Config:
     require_gpu: bool = False
     adapter: int | str | None = None  # an index as `wagogpu info` lists them, or a piece of the name
     backend: str | None = None  # "vulkan", "metal", "dx12" or "gl" (any case); None: any
+    pipelined: bool = False  # non-trapping dispatches return once recorded; failures surface later
 
     def __post_init__(self) -> None:
         kernels = self.kernels
         if isinstance(kernels, KernelConfig) or not isinstance(kernels, (list, tuple)):
             raise ConfigError("kernels", "expected a list of KernelConfig")
         object.__setattr__(self, "kernels", tuple(kernels))
-        for name in ("relaxed_float", "disabled", "profile_stages", "allow_software_adapter", "require_gpu"):
+        for name in ("relaxed_float", "disabled", "profile_stages", "allow_software_adapter", "require_gpu",
+                     "pipelined"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"expected a bool, got {getattr(self, name)!r}")
         if not isinstance(self.kernel_export, str):

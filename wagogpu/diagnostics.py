@@ -137,6 +137,8 @@ class BufferOperation(TransferCounters):
     reason_code: ReasonCode = ReasonCode.NONE
     reason: str = ""
     hardware_submitted: bool = False
+    pipelined: bool = False  # ours: a dispatch that returned once recorded, before the device ran it
+    confirmed: bool = False  # ours: the device reported this call's GPU work complete (maybe later)
     transfer_counts_complete: bool = True
     profile_valid: bool = False
     timestamps_valid: bool = False
@@ -152,20 +154,20 @@ class BufferOperation(TransferCounters):
 
     @classmethod
     def start(cls, import_name: str, instance: int, count: int, kernel_id: int) -> "BufferOperation":
-        """A fresh record for an import being served: the dataclass __init__ with its 36 keyword
-        defaults costs several microseconds per import; copying one dict of defaults does not."""
+        """A fresh record for an import being served. The dataclass __init__ with its 38 keyword
+        defaults costs several microseconds per import, and so does copying a dict of them; every
+        default is immutable and lives on the class, so the record holds only what was set."""
         op = object.__new__(cls)
-        d = _OPERATION_DEFAULTS.copy()
+        d = op.__dict__
         d["import_name"] = import_name
         d["instance"] = instance
         d["count"] = count
         d["kernel_id"] = kernel_id
-        op.__dict__ = d
         return op
 
 
 _OPERATION_DEFAULTS = {f.name: f.default for f in fields(BufferOperation)}
-assert MISSING not in _OPERATION_DEFAULTS.values(), "every BufferOperation field needs a plain default"
+assert MISSING not in _OPERATION_DEFAULTS.values(), "start() reads every default from the class: each needs a plain one"
 
 
 @dataclass
@@ -222,6 +224,9 @@ class BufferSnapshot:
     device: str = ""  # adapter description, "" when none (ours; names the adapter in every figure)
     device_init: float = 0.0
     timestamps_supported: bool = False
+    #: Sequence numbers of pipelined dispatches that returned 0 and whose work the device never
+    #: confirmed (their outputs became CONTENTS_LOST), oldest first.
+    lost_dispatches: tuple[int, ...] = ()
     loop_limits: LoopLimits | None = None  # ours: the adapter's measured loop limits (None: no device)
     loop_budget: int = 0  # ours: loop-head passes an invocation of a one-loop kernel may make
     quarantine: QuarantineReport | None = None  # ours: what the quarantine read back and what it lost

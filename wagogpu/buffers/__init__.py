@@ -6,6 +6,7 @@ from .budget import BufferLimits, HeapAllocator, RuntimeBudget
 from .dispatch import Dispatcher
 from .eviction import DeviceResources, Held
 from .memory import AccessorMemory, view_at
+from .pending import PendingWork, PipelineTuning
 from .records import Buffer, BufferRecord
 from .residency import Residency
 from .table import InstanceBuffers
@@ -14,4 +15,4 @@ from .tuning import TransferTuning
 
 __all__ = ["AccessorMemory", "Buffer", "BufferLimits", "BufferRecord", "DeviceResources", "DispatchEnd",
            "DispatchPlan", "DispatchResult", "Dispatcher", "Held", "HeapAllocator", "InstanceBuffers",
-           "Residency", "RuntimeBudget", "Transaction", "TransferTuning", "view_at"]
+           "PendingWork", "PipelineTuning", "Residency", "RuntimeBudget", "Transaction", "TransferTuning", "view_at"]

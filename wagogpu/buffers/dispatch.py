@@ -13,6 +13,7 @@ there is one way back for each kind of end:
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -35,19 +36,37 @@ KERNEL_ERROR_REASONS: dict[int, ReasonCode] = {KernelError.TRAP: ReasonCode.KERN
                                                KernelError.INDEX_RANGE: ReasonCode.INDEX_RANGE}
 
 
-class Dispatcher:
-    """Runs dispatch transactions on one host's residency."""
+_NO_UPLOADS: tuple[()] = ()
+_grid = functools.lru_cache(maxsize=256)(workgroup_grid)  # a chain asks for the same few grids
+#: What a pipelined dispatch reports as its device timings: none were waited for.
+_RECORDED = ExecuteResult(0.0, 0.0, 0.0, 0.0, None, False, False)
 
-    def __init__(self, residency: Residency):
+
+class Dispatcher:
+    """Runs dispatch transactions on one host's residency.
+
+    pipelined: a kernel that cannot raise the error word commits when its dispatch is recorded
+    and returns before the device ran it (pending.py); the others keep the waited transaction.
+    """
+
+    def __init__(self, residency: Residency, pipelined: bool = False):
         self.res = residency
+        self.pipelined = pipelined
 
     def run(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
             deadline: float, op: BufferOperation, guest_memory: tuple[int, int] | None = None) -> DispatchResult:
         res = self.res
+        pipelined = self.pipelined and not plan.error_word
+        pending = res.pending
+        if pending and (not pipelined or pending.due(sum([bound[s].gpu_bytes for s in plan.write_slots]))):
+            status = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
+            if status:
+                return refused_or_fallback(status, res.quarantine_reason)
         res.check_loss()
         if not res.usable:
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
-        tx = Transaction(inst, plan, bound, count, deadline, op, guest_memory=guest_memory)
+        tx = Transaction(inst, plan, bound, count, deadline, op, pipelined=pipelined)
+        tx.guest_memory = guest_memory
         status = plan_slots(res, tx)
         if not status:
             status = set_up_small_buffers(res, tx)
@@ -57,20 +76,42 @@ class Dispatcher:
             status = Status.CANCELLED
         if status:
             return self.unwind(tx, refused_or_fallback(status, res.quarantine_reason))
-        return self._submit(tx)
+        return self._enqueue(tx) if pipelined else self._submit(tx)
+
+    def _execute_plan(self, tx: Transaction) -> ExecutePlan:
+        d = tx.inst.device
+        assert d.uniform is not None  # set up with the small buffers
+        uploads = [(u.gpu, u.start * 4, u.words) for u in tx.uploads] if tx.uploads else _NO_UPLOADS
+        if tx.plan.error_word:
+            assert d.error_word is not None
+            uploads = [*uploads, (d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))]
+        return ExecutePlan(tx.plan.pipeline, d.uniform, tx.params, tx.storage, uploads, tx.seeds, _grid(tx.count),
+                           self.res.profile_stages, None, tx.readahead)
+
+    def _enqueue(self, tx: Transaction) -> DispatchResult:
+        """The pipelined path: recorded is committed (the device runs work in recorded order); the
+        device's answer is awaited when something needs it (pending.py)."""
+        res = self.res
+        try:
+            ticket = res.live.enqueue(self._execute_plan(tx), max(0.0, tx.deadline - time.perf_counter()))
+        except DeviceFailure as exc:
+            if res.pending:
+                res.pending.lose(f"recording a pipelined dispatch failed at {exc.stage}: {exc.message}")
+            return self.fail(tx, f"dispatch failed at {exc.stage}: {exc}", exc)
+        tx.inst.release(tx.transient)  # the payloads were copied when recorded
+        tx.transient = 0
+        tx.op.pipelined = True
+        self._completed(tx, _RECORDED)
+        self._commit(tx)
+        bound = tx.bound
+        written = tuple([bound[slot] for slot in tx.outputs])
+        res.pending.add(ticket, tx.op, tx.inst, written, sum([buf.gpu_bytes for buf in written]))
+        return PUBLISHED
 
     def _submit(self, tx: Transaction) -> DispatchResult:
         dev = self.res.live
         d = tx.inst.device
-        assert d.uniform is not None  # set up with the small buffers
-        uploads = [(u.gpu, u.start * 4, u.words) for u in tx.uploads]
-        if tx.plan.error_word:
-            assert d.error_word is not None
-            uploads.append((d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32)))
-        execute = ExecutePlan(
-            pipeline=tx.plan.pipeline, uniform=d.uniform, params=tx.params, storage=tx.storage, uploads=uploads,
-            seeds=tx.seeds, workgroups=workgroup_grid(tx.count), separate_stages=self.res.profile_stages,
-            readahead=tx.readahead)
+        execute = self._execute_plan(tx)
         tx.op.hardware_submitted = not dev.info.is_software  # a software adapter is no GPU
         try:
             result = dev.execute(execute, max(0.0, tx.deadline - time.perf_counter()))
@@ -87,11 +128,14 @@ class Dispatcher:
             except DeviceFailure as exc:
                 return self.fail(tx, f"error word readback failed: {exc}", exc)
         self._completed(tx, result)
+        tx.op.confirmed = True
         return self._publish(tx, kernel_error)
 
     def _completed(self, tx: Transaction, result: ExecuteResult) -> None:
         """The device ran the submission: uploads are valid cache whether or not we publish."""
         op = tx.op
+        if result is _RECORDED and not (tx.uploads or tx.seeds or tx.params is not None):
+            return  # a resident pipelined dispatch: nothing moved, nothing timed
         stage_min = self.res.tuning.prestage_min_bytes
         for u in tx.uploads:
             buf = u.buf
@@ -135,13 +179,16 @@ class Dispatcher:
 
     def _commit(self, tx: Transaction) -> None:
         """Single commit: every written slot switches to what the kernel wrote, together."""
-        t0 = time.perf_counter()
+        profile = self.res.profile_stages  # (the commit's time is reported in profile mode only)
+        t0 = time.perf_counter() if profile else 0.0
         inst = tx.inst
-        if tx.held_aside:
+        held_aside = tx.held_aside
+        if held_aside:
             tx.reattach()  # stale from here on: the loop below lets them go
+        bound, readahead = tx.bound, tx.readahead
         for slot, (written, size) in tx.outputs.items():
-            buf = tx.bound[slot]
-            if slot not in tx.held_aside:  # (written in place: the committed copy already is the output)
+            buf = bound[slot]
+            if slot not in held_aside:  # (written in place: the committed copy already is the output)
                 if buf.gpu is not None:
                     give_back_scratch(inst, (buf.gpu, size))
                     inst.gpu_charge -= size
@@ -151,9 +198,10 @@ class Dispatcher:
                 self.res.unpark(inst, buf)
             if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
                 buf.readahead_hint = False
-            buf.readahead_sent = written in tx.readahead
+            buf.readahead_sent = bool(readahead) and written in readahead
             buf.record.mark_gpu_written()
-        tx.op.commit += time.perf_counter() - t0
+        if profile:
+            tx.op.commit += time.perf_counter() - t0
 
     # -- the ways back ---------------------------------------------------------------------------
     def unwind(self, tx: Transaction, result: DispatchResult) -> DispatchResult:

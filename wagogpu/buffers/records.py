@@ -131,15 +131,22 @@ class BufferRecord:
 
     def mark_uploaded(self) -> None:
         """The device copy holds the current version now (an upload completed)."""
-        self.flags = (self.flags | acc.GPU_CURRENT) & ~acc.DIRTY
+        w = self.words
+        w[_FLAGS] = (w[_FLAGS] | acc.GPU_CURRENT) & ~acc.DIRTY
 
     def mark_cpu_current(self) -> None:
         self.flags = self.flags | acc.CPU_CURRENT
 
     def mark_gpu_written(self) -> None:
-        """A committed GPU write: only the device copy is current, one version later."""
-        self.flags = (self.flags | acc.GPU_CURRENT) & ~(acc.CPU_CURRENT | acc.DIRTY)
-        self.version = self.version + 1
+        """A committed GPU write: only the device copy is current, one version later (the words
+        indexed directly: this runs on every dispatch)."""
+        w = self.words
+        w[_FLAGS] = (w[_FLAGS] | acc.GPU_CURRENT) & _NOT_CPU_OR_DIRTY
+        low = w[_VERSION] + 1
+        if low > U32:
+            w[_VERSION + 1] += 1
+            low = 0
+        w[_VERSION] = low
 
     def mark_quarantined(self) -> None:
         """The device is gone: whatever only it held is lost (§4.7)."""
@@ -148,6 +155,12 @@ class BufferRecord:
             flags |= acc.LOST
         self.flags = flags & ~(acc.GPU_CURRENT | acc.DIRTY)
 
+
+# Word indices of the fields the per-dispatch paths read and write without a descriptor call.
+_FLAGS = BufferRecord.flags.word
+_VERSION = BufferRecord.version.word
+FLAGS_WORD = _FLAGS
+_NOT_CPU_OR_DIRTY = U32 & ~(acc.CPU_CURRENT | acc.DIRTY)
 
 Parked = tuple[BufferHandle, int]  # (mapped readback staging, its charged bytes)
 

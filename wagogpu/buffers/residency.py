@@ -21,6 +21,7 @@ from .budget import RuntimeBudget
 from .convert import words_to_stored
 from .eviction import Held
 from .quarantine import quarantine
+from .pending import PendingWork
 from .records import Buffer
 from .table import InstanceBuffers
 from .tuning import ResolvedTuning, TransferTuning
@@ -46,6 +47,7 @@ class Residency:
         self.totals_complete = True
         # Measured when the device opened (once per adapter in the process): see gpu/probe.py.
         self.loop_limits: LoopLimits | None = device.loop_limits if device is not None else None
+        self.pending = PendingWork(self)  # pipelined dispatches not yet confirmed
 
     def loop_budget(self, loops: int, ceiling: int) -> int:
         """Loop-head passes one invocation of a kernel with ``loops`` loops may make here: the
@@ -73,6 +75,8 @@ class Residency:
 
     def check_loss(self) -> None:
         if self.device is not None and not self.quarantined and self.device.is_lost():
+            if self.pending:  # unconfirmed pipelined outputs are lost, never read back
+                self.pending.lose("device lost")
             self.quarantine("device lost")
 
     def quarantine(self, reason: str, unreadable: Iterable[Buffer] = ()) -> None:
@@ -160,6 +164,10 @@ class Residency:
                     op: BufferOperation) -> tuple[Status, int]:
         """(status, address) of buf's current bytes for a copy-back: the CPU copy, or a parked
         readback (a big buffer whose CPU copy is stale is read back and parked, not copied in)."""
+        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+            status = self.pending.settle(deadline)  # the device's answer first (pending.py)
+            if status:
+                return status, 0
         flags = buf.record.flags
         if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
             if buf.parked_valid():
@@ -175,6 +183,10 @@ class Residency:
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
                          counters: TransferCounters, op: BufferOperation | None = None) -> Status:
         """§4.4: the whole buffer read back once when the CPU copy is stale."""
+        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+            status = self.pending.settle(deadline)  # the device's answer first (pending.py)
+            if status:
+                return status
         flags = buf.record.flags
         if flags & acc.LOST:
             return Status.CONTENTS_LOST

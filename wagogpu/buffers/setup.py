@@ -12,23 +12,27 @@ from ..abi.table import Status
 from ..gpu import DeviceAllocationError
 from .convert import stored_to_words
 from .eviction import UNIFORM_BYTES
-from .records import Buffer
+from .records import FLAGS_WORD, Buffer
 from .residency import Residency
 from .transaction import Transaction, Upload
 
 _OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
+_LOST = acc.LOST
+_GPU_CURRENT = acc.GPU_CURRENT
 
 
 def plan_slots(res: Residency, tx: Transaction) -> Status:
     """Bind every slot the kernel uses, in binding order (§4.6 steps 2-5)."""
-    plan, count = tx.plan, tx.count
+    plan, count, bound = tx.plan, tx.count, tx.bound
+    write_slots = plan.write_slots
     for slot in plan.used_slots:
-        buf = tx.bound[slot]
-        written = slot in plan.write_slots
-        replace = written and slot not in plan.read_before_write and count == buf.length
-        if buf.record.flags & acc.LOST:
+        buf = bound[slot]
+        written = slot in write_slots
+        replace = written and count == buf.length and slot not in plan.read_before_write
+        flags = buf.record.words[FLAGS_WORD]
+        if flags & _LOST:
             return Status.CONTENTS_LOST
-        if not replace:
+        if not replace and not flags & _GPU_CURRENT:  # (resident: nothing to upload)
             status = _gpu_copy(res, tx, buf)
             if status:
                 return status
@@ -88,8 +92,10 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status:
 def _written_in_place(res: Residency, tx: Transaction, buf: Buffer, replace: bool) -> bool:
     """The output's current contents are safe on the host (parked): the kernel may write the
     committed copy itself, and no scratch is needed. A failure restores from the parking
-    (quarantine copies it in; a late cancellation writes it back)."""
-    return (res.tuning.in_place_outputs and replace and not tx.plan.error_word and buf.parked_valid()
+    (quarantine copies it in; a late cancellation writes it back). Not for a pipelined dispatch:
+    it commits when recorded, and the parking goes with the commit."""
+    return (res.tuning.in_place_outputs and replace and not tx.plan.error_word and not tx.pipelined
+            and buf.parked_valid()
             and bool(buf.record.flags & acc.GPU_CURRENT))
 
 

@@ -9,7 +9,7 @@ back" with its reason code, never a made-up status.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import numpy as np
 
 from ..abi.table import Status
@@ -61,26 +61,33 @@ class Upload:
     words: np.ndarray | UploadStage
 
 
-@dataclass(eq=False, slots=True)
 class Transaction:
-    """Everything one dispatch attempt has taken so far."""
+    """Everything one dispatch attempt has taken so far. A plain slotted class: one is made per
+    dispatch, and a dataclass's generated __init__ with six default factories cost ~3 us."""
 
-    inst: InstanceBuffers
-    plan: DispatchPlan
-    bound: dict[int, Buffer]
-    count: int
-    deadline: float
-    op: BufferOperation
-    transient: int = 0  # bytes reserved only for this submission
-    acquired: list[Scratch] = field(default_factory=list)  # scratch taken from the pool or allocated
-    uploads: list[Upload] = field(default_factory=list)
-    seeds: list[tuple[BufferHandle, BufferHandle, int, int]] = field(default_factory=list)  # (src, dst, offset, bytes)
-    outputs: dict[int, Scratch] = field(default_factory=dict)  # slot -> what the kernel writes
-    storage: list[BufferHandle] = field(default_factory=list)  # binding order
-    readahead: list[BufferHandle] = field(default_factory=list)
-    held_aside: dict[int, tuple[Buffer, Parked]] = field(default_factory=dict)  # outputs written in place
-    params: bytes | None = None  # a new parameter block to upload
-    guest_memory: tuple[int, int] | None = None  # (address, bytes) of plan.memory, for its snapshot
+    __slots__ = ("inst", "plan", "bound", "count", "deadline", "op", "pipelined", "transient", "acquired",
+                 "uploads", "seeds", "outputs", "storage", "readahead", "held_aside", "params",
+                 "guest_memory")
+
+    def __init__(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
+                 deadline: float, op: BufferOperation, pipelined: bool = False) -> None:
+        self.inst = inst
+        self.plan = plan
+        self.bound = bound
+        self.count = count
+        self.deadline = deadline
+        self.op = op
+        self.pipelined = pipelined  # committed when recorded, confirmed later (pending.py)
+        self.transient = 0  # bytes reserved only for this submission
+        self.acquired: list[Scratch] = []  # scratch taken from the pool or allocated
+        self.uploads: list[Upload] = []
+        self.seeds: list[tuple[BufferHandle, BufferHandle, int, int]] = []  # (src, dst, offset, bytes)
+        self.outputs: dict[int, Scratch] = {}  # slot -> what the kernel writes
+        self.storage: list[BufferHandle] = []  # binding order
+        self.readahead: list[BufferHandle] = []
+        self.held_aside: dict[int, tuple[Buffer, Parked]] = {}  # outputs written in place
+        self.params: bytes | None = None  # a new parameter block to upload
+        self.guest_memory: tuple[int, int] | None = None  # (address, bytes) of plan.memory, for its snapshot
 
     def reattach(self) -> None:
         """Give the outputs written in place their parked readbacks back."""

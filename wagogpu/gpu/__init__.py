@@ -1,7 +1,8 @@
 """wagogpu's low-level GPU backend on wgpu (wgpu-native's C API, or wgpu-py's public API).
 
 A small, fast, failure-honest device layer: adapter choice, buffers, pipelines cached by WGSL
-text, one-submission dispatch transactions, staged readbacks (copied out, or left mapped for the
+text, one-submission dispatch transactions, pending batches that record consecutive dispatches
+into one submission and confirm them with one wait, staged readbacks (copied out, or left mapped for the
 caller), upload stages the caller fills ahead of a dispatch, GPU timestamps and fault injection
 for tests.  It knows nothing of Wasm; the buffer layer keeps buffer states and byte budgets on
 top of it.

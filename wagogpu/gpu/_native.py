@@ -474,6 +474,20 @@ class RawBackend(Backend):
             _resolve(enc, self._ts_query.obj, 0, 2, self._ts_resolve.obj, 0)
             _copy_b2b(enc, self._ts_resolve.obj, 0, self._ts_read.obj, 0, 16)
 
+    def begin_pass(self, enc: Any) -> Any:
+        return _begin_compute(enc, self._pass)
+
+    def pass_dispatch(self, cp: Any, pipeline: Any, bind_group: Any, gx: int, gy: int) -> None:
+        if pipeline is not None:
+            _set_pipeline(cp, pipeline)
+        if bind_group is not None:
+            _set_bind_group(cp, 0, bind_group, 0, _NULL)
+        _dispatch(cp, gx, gy, 1)
+
+    def end_pass(self, cp: Any) -> None:
+        _end_pass(cp)
+        _release_pass(cp)
+
     def submit(self, enc: Any) -> None:
         cmd = _finish(enc, _NULL)
         _release_encoder(enc)

@@ -208,6 +208,33 @@ class PublicBackend(Backend):
         except Exception as exc:
             self._error(exc)
 
+    def begin_pass(self, enc: Any) -> Any:
+        try:
+            return enc.begin_compute_pass()
+        except Exception as exc:
+            self._error(exc)
+            return None
+
+    def pass_dispatch(self, cp: Any, pipeline: Any, bind_group: Any, gx: int, gy: int) -> None:
+        if cp is None:
+            return  # begin_pass failed and reported it
+        try:
+            if pipeline is not None:
+                cp.set_pipeline(pipeline)
+            if bind_group is not None:
+                cp.set_bind_group(0, bind_group)
+            cp.dispatch_workgroups(gx, gy, 1)
+        except Exception as exc:
+            self._error(exc)
+
+    def end_pass(self, cp: Any) -> None:
+        if cp is None:
+            return
+        try:
+            cp.end()
+        except Exception as exc:
+            self._error(exc)
+
     def submit(self, enc: Any) -> None:
         """Every submission ends with a 4-byte copy out of a small map-write buffer: mapping that
         buffer again resolves once the submission is done, which is what fence() needs (a

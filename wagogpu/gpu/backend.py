@@ -56,6 +56,7 @@ class Usage(enum.IntFlag):
     READBACK = int(wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
     UPLOAD = int(wgpu.BufferUsage.MAP_WRITE | wgpu.BufferUsage.COPY_SRC)
     QUERY_RESOLVE = int(wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+    RING = int(wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)  # pending batches' small uploads
 
 
 class BackendError(Exception):
@@ -128,6 +129,20 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def dispatch(self, enc: Any, pipeline: Any, bind_group: Any, gx: int, gy: int, timestamps: bool) -> None:
         """One compute pass of gx x gy workgroups (timestamped, resolved and copied out when asked)."""
+
+    # A pending batch keeps one compute pass open over several dispatches (no copy between them).
+    @abc.abstractmethod
+    def begin_pass(self, enc: Any) -> Any:
+        """Open a compute pass on ``enc`` (no timestamps); nothing else may be recorded on ``enc``
+        until end_pass."""
+
+    @abc.abstractmethod
+    def pass_dispatch(self, cp: Any, pipeline: Any, bind_group: Any, gx: int, gy: int) -> None:
+        """Record one dispatch in an open pass; ``pipeline`` or ``bind_group`` None: keep the one set."""
+
+    @abc.abstractmethod
+    def end_pass(self, cp: Any) -> None:
+        """End and release an open pass."""
 
     @abc.abstractmethod
     def submit(self, enc: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .adapters import AdapterInfo
 from .backend import Backend, MapCell
@@ -24,6 +24,10 @@ __all__ = ["DeviceCore"]
 
 _perf = time.perf_counter
 _MAX_NAP = 0.002
+
+
+def _nothing() -> None:
+    """No pending batch to submit."""
 
 
 class DeviceCore:
@@ -45,6 +49,8 @@ class DeviceCore:
         #: still be running it. settled() and close() look here before anything else reaches the
         #: queue, since on some drivers (lavapipe) a submission blocks until that work is done.
         self.unfinished: list[MapCell] = []
+        #: Submits the open pending batch (batch.py) first; every other submission calls it (lock held).
+        self.submit_pending: Callable[[], None] = _nothing
 
     def new_id(self) -> int:
         """Ids of handles and pipelines (bind groups and read-ahead copies are keyed by them)."""

@@ -22,7 +22,7 @@ from ..diagnostics import LoopLimits
 from .adapters import AdapterChoice, AdapterInfo, BackendName, select_adapters
 from .backend import Backend, BackendFlags, DeviceApi, load_api
 from .core import DeviceCore
-from .errors import GpuUnavailable
+from .errors import GpuUnavailable, PipelineError
 from .execute import Executor
 from .faults import FaultInjector
 from .handles import BufferHandle, BufferKind, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, UploadStage
@@ -33,6 +33,7 @@ from .readback import Readback
 from .resources import BufferTable
 from .tuning import DeviceTuning
 from .uploads import Uploads
+from .warmup import WarmUp
 
 __all__ = ["GpuDevice", "BufferHandle", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats",
            "READAHEAD_MAX_BYTES"]
@@ -62,9 +63,11 @@ class GpuDevice:
         self._readback = Readback(core, self._pool)
         self._uploads = Uploads(core, self._pool, self._readback.drop)
         self._executor = Executor(core, self._pipelines, self._uploads, self._readback, self._pool)
+        self._warmup = WarmUp(core)
         # The hot paths bound once: the instance's own entries shadow the documented methods
         # below, so a dispatch or a read costs no extra Python frame for the delegation.
-        self.__dict__.update(execute=self._executor.execute, read=self._readback.read)
+        self.__dict__.update(execute=self._executor.execute, read=self._readback.read,
+                             enqueue=self._executor.enqueue)
 
     @classmethod
     def open(
@@ -134,24 +137,39 @@ class GpuDevice:
             return
         with self._core.lock:
             if handle._ptr is not None and not self._core.closed:
+                if self._executor.batches.references(handle.id):
+                    self._core.submit_pending()  # destroying a buffer an unsubmitted batch uses fails it
                 self._readback.drop(handle.id)
                 self._pipelines.forget_buffer(handle.id)
             self._buffers.release(handle)
 
     # -------------------------------------------------------------- pipelines
 
-    def pipeline(self, wgsl: str, bindings: Sequence[bool], entry_point: str = "main") -> ComputePipeline:
+    def pipeline(self, wgsl: str, bindings: Sequence[bool], entry_point: str = "main",
+                 warm: bool = False) -> ComputePipeline:
         """The compute pipeline for ``wgsl``, cached by its text and binding kinds.
 
         ``bindings[i]`` is True when storage binding i+1 is read-only; binding 0 is the 16-byte
-        uniform.  Invalid WGSL raises PipelineError with wgpu's message (not logged).
+        uniform.  Invalid WGSL raises PipelineError with wgpu's message (not logged).  ``warm``:
+        a newly built pipeline is run once (count 0) before this returns, so that the driver's
+        first use of it is paid here rather than by the first dispatch (warmup.py).
         """
         with self._core.lock:
-            return self._pipelines.get(wgsl, bindings, entry_point)
+            misses = self._pipelines.misses
+            pipeline = self._pipelines.get(wgsl, bindings, entry_point)
+            if warm and self._pipelines.misses != misses:
+                try:
+                    self._warmup.run(pipeline, self.tuning.warmup_seconds)
+                except PipelineError:
+                    self._pipelines.release(pipeline)
+                    raise
+            return pipeline
 
     def release_pipeline(self, pipeline: ComputePipeline) -> None:
         """Free a pipeline and its cached bind groups; idempotent."""
         with self._core.lock:
+            if self._executor.batches.references(pipeline.id):
+                self._core.submit_pending()
             self._pipelines.release(pipeline)
 
     # -------------------------------------------------------------- work and transfers
@@ -160,6 +178,36 @@ class GpuDevice:
         """Run one dispatch transaction and wait for it; raises DeviceFailure on any failure.
         Upload arrays are copied before execute returns; the caller may reuse them at once."""
         return self._executor.execute(plan, timeout)
+
+    def enqueue(self, plan: ExecutePlan, timeout: float) -> int:
+        """Record a dispatch transaction into the open pending batch, unsubmitted and unwaited
+        (batch.py); returns its ticket.  Raises DeviceFailure, after which every pending ticket is
+        lost.  Upload arrays are copied before it returns."""
+        return self._executor.enqueue(plan, timeout)
+
+    def submit_pending(self) -> None:
+        """Submit the open pending batch without waiting (the GPU starts on it)."""
+        self._executor.submit_pending()
+
+    def flush(self, timeout: float) -> int:
+        """Submit the open pending batch and wait for every submitted one: the highest confirmed
+        ticket.  DeviceFailure: no ticket above ``confirmed_ticket`` will ever be confirmed."""
+        return self._executor.flush(timeout)
+
+    @property
+    def confirmed_ticket(self) -> int:
+        return self._executor.batches.confirmed
+
+    @property
+    def submitted_ticket(self) -> int:
+        """The highest ticket whose batch was submitted (not proof that it ran)."""
+        return self._executor.batches.submitted_ticket
+
+    @property
+    def pending_tickets(self) -> int:
+        """Tickets enqueued and not yet confirmed."""
+        batches = self._executor.batches
+        return batches.last_ticket - batches.confirmed
 
     def read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
              out: np.ndarray | None = None) -> np.ndarray:
@@ -280,6 +328,7 @@ class GpuDevice:
             core.natives.abandon()
             return
         try:
+            self._executor.batches.abandon()
             self._pipelines.close()
             self._buffers.close()
             self._uploads.close()

@@ -1,5 +1,6 @@
 """One dispatch transaction: parameters, uploads, seed copies, the compute pass and read-ahead
-copies in one submission, then one wait (abi.md §4.6 step 6).
+copies in one submission, then one wait (abi.md §4.6 step 6); or, with ``enqueue``, the same
+recorded into the open pending batch without submitting or waiting (batch.py).
 
 The hot path is a resident dispatch: no uploads, no parameters, a cached bind group; it makes
 the backend's few native calls on pre-built structs and adds no Python work of its own beyond
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .backend import CELL_OK, BackendError, MapCell
+from .batch import PendingBatches
 from .core import DeviceCore
 from .errors import DeviceFailure, FailureStage
 from .handles import ExecutePlan, ExecuteResult
@@ -29,6 +31,13 @@ from .uploads import Uploads
 __all__ = ["Executor"]
 
 _perf = time.perf_counter
+
+#: Profile mode's stages and whether a plan gives each work to submit.
+_STAGE_WORK: dict[str, Callable[[ExecutePlan], bool]] = {
+    "upload": lambda plan: bool(plan.uploads),
+    "seed": lambda plan: any(n for _src, _dst, _off, n in plan.seeds),
+    "compute": lambda plan: bool(plan.workgroups[0] and plan.workgroups[1]),
+}
 
 
 class Executor:
@@ -42,6 +51,8 @@ class Executor:
         self._readback = readback
         self._pool = pool
         self._max_groups = core.backend.limits["max-compute-workgroups-per-dimension"]
+        self.batches = PendingBatches(core, pool, uploads, readback)
+        core.submit_pending = self.batches.submit_pending
         self._stage_recorders: tuple[tuple[str, Callable[..., int]], ...] = (
             ("upload", self._record_upload_stage), ("seed", self._record_seed_stage),
             ("compute", self._record_compute_stage))
@@ -87,6 +98,43 @@ class Executor:
         return ExecuteResult(t1 - t0, t2 - t1, t3 - t2, _perf() - t0, device_s, core.hardware, True,
                              up_bytes, seed_bytes)
 
+    def enqueue(self, plan: ExecutePlan, timeout: float) -> int:
+        """Record one dispatch transaction into the open pending batch without submitting it
+        (batch.py); returns its ticket.  A DeviceFailure abandons every pending batch."""
+        core = self._core
+        deadline = _perf() + timeout
+        if not core.lock.acquire(timeout=timeout if timeout > 0.0 else 0.0):
+            raise core.lock_timeout()
+        try:
+            if plan.separate_stages or plan.timestamps:
+                raise DeviceFailure(FailureStage.SUBMIT, "a pending dispatch has no separate stages or timestamps")
+            bind_group = self._checked(plan)
+            if self._readback.copies:
+                self._readback.invalidate(plan)
+            batches = self.batches
+            if batches.open is not None and batches.open.ahead:
+                batches.invalidate(plan)
+            try:
+                return batches.enqueue(plan, bind_group, deadline)
+            except DeviceFailure:
+                batches.abandon()
+                self._readback.drop_all()
+                raise
+            finally:
+                if plan.uploads:
+                    self._uploads.return_unrecorded(plan)
+        finally:
+            core.lock.release()
+
+    def submit_pending(self) -> None:
+        """Submit the open pending batch without waiting; a failure is raised by the next flush."""
+        with self._core.lock:
+            self.batches.submit_pending()
+
+    def flush(self, timeout: float) -> int:
+        """Submit and wait for every pending batch; the highest confirmed ticket (DeviceFailure)."""
+        return self.batches.flush(timeout)
+
     def _checked(self, plan: ExecutePlan) -> Any:
         """Every check of the plan before anything is recorded; returns its bind group."""
         core = self._core
@@ -103,9 +151,10 @@ class Executor:
         faults = core.faults
         if faults is not None and faults.hit(FailureStage.SUBMIT):
             raise DeviceFailure(FailureStage.SUBMIT, "injected submission failure", False)
-        for src, dst, off, n in plan.seeds:
-            if src._ptr is None or dst._ptr is None or off % 4 or n % 4 or off + n > min(src.nbytes, dst.nbytes):
-                raise DeviceFailure(FailureStage.SUBMIT, f"seed {src!r} -> {dst!r} [{off}, +{n}) is invalid")
+        if plan.seeds:
+            for src, dst, off, n in plan.seeds:
+                if src._ptr is None or dst._ptr is None or off % 4 or n % 4 or off + n > min(src.nbytes, dst.nbytes):
+                    raise DeviceFailure(FailureStage.SUBMIT, f"seed {src!r} -> {dst!r} [{off}, +{n}) is invalid")
         return bind_group
 
     def _submit(self, plan: ExecutePlan, bind_group: Any, ts: bool, deadline: float,
@@ -115,6 +164,7 @@ class Executor:
         core = self._core
         backend = core.backend
         readback = self._readback
+        core.submit_pending()  # pending dispatches run first; the queue writes below follow them
         if readback.copies:
             readback.invalidate(plan)
         del core.flags.errors[:]
@@ -185,17 +235,25 @@ class Executor:
         return 0
 
     def _staged(self, plan: ExecutePlan, bind_group: Any, t0: float, deadline: float) -> ExecuteResult:
-        """Profile mode: uploads, seeds and compute as separate waited submissions (lock held)."""
+        """Profile mode: uploads, seeds and compute as separate waited submissions (lock held); a
+        stage without work submits nothing and reports no time (a parameter block alone is a
+        queue write that rides with the compute submission)."""
         core = self._core
         gx, gy = plan.workgroups
         ts = plan.timestamps is not False and core.backend.has_timestamps and gx > 0 and gy > 0
-        took: dict[str, float] = {}
-        moved: dict[str, int] = {}
+        took = dict.fromkeys(_STAGE_WORK, 0.0)
+        moved = dict.fromkeys(_STAGE_WORK, 0)
         used: list[PooledBuffer] = []
         submitted = False
+        core.submit_pending()
         try:
             for name, record in self._stage_recorders:
                 s0 = _perf()
+                if not _STAGE_WORK[name](plan):
+                    if name == "upload" and plan.params is not None:  # rides with the compute submission
+                        core.backend.write_buffer(plan.uniform._ptr, 0, plan.params, 16)
+                        took[name] = _perf() - s0
+                    continue  # no empty submission, no time for work not done
                 extra = {"bind_group": bind_group, "ts": ts} if name == "compute" else {}
                 cells, moved[name] = self._submit_stage(name, record, plan, deadline, used, extra)
                 submitted = True

@@ -9,6 +9,7 @@ groups that use it.  Called under the device lock.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ from .handles import BufferHandle, BufferKind, ComputePipeline
 from .natives import Native
 
 __all__ = ["Pipelines"]
+
+_id = operator.attrgetter("id")
 
 
 class Pipelines:
@@ -74,7 +77,7 @@ class Pipelines:
     def bind_group(self, pipe: ComputePipeline, uniform: BufferHandle, storage: Sequence[BufferHandle]) -> Any:
         """The cached bind group of these handles, or a new one (DeviceFailure "submit" when the
         plan does not fit the pipeline or wgpu rejects it)."""
-        key = (pipe.id, uniform.id, *[s.id for s in storage])
+        key = (pipe.id, uniform.id, *map(_id, storage))
         group = self._groups.get(key)
         if group is not None:
             self.group_hits += 1

@@ -144,6 +144,7 @@ class Readback:
             if staging.mapped:
                 core.backend.unmap(staging._ptr)
                 staging.mapped = 0
+            core.submit_pending()  # its read-ahead copies and the work this read must follow
             ahead = self._take_copy(src, nbytes, keep) if self.copies else None
             if ahead is not None:
                 buf, cell = ahead.obj, ahead.cell

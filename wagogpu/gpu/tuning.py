@@ -42,6 +42,11 @@ class DeviceTuning:
     #: Send the 16-byte parameter block through the upload buffer when a dispatch uploads anyway
     #: (saves the queue write's own staging allocation).
     params_via_staging: bool = True
+    #: Bytes of the ring a pending batch's parameter blocks and small uploads are copied from
+    #: (batch.py); a batch that would overflow it is submitted and the next starts at its start.
+    batch_ring_bytes: int = 1 << 20
+    #: A new pipeline's warm-up run (warmup.py) may take this long before it counts as failed.
+    warmup_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -63,7 +63,7 @@ class Uploads:
                 self._check_stage(handle, offset, data, enc)
                 stages.append((handle, offset, data))
             else:
-                arr = self._checked_array(handle, offset, data)
+                arr = self.checked_array(handle, offset, data)
                 if arr.nbytes:
                     items.append((handle, offset, arr))
         array_bytes = sum(arr.nbytes for _, _, arr in items)
@@ -79,11 +79,11 @@ class Uploads:
                 for handle, offset, arr in items:
                     write(handle._ptr, offset, arr, arr.nbytes)
             else:
-                self._through_pool(enc, items, deadline, used)
+                self.through_pool(enc, items, deadline, used)
         return total
 
     @staticmethod
-    def _checked_array(handle: BufferHandle, offset: int, data: Any) -> np.ndarray:
+    def checked_array(handle: BufferHandle, offset: int, data: Any) -> np.ndarray:
         arr = data if isinstance(data, np.ndarray) else np.asarray(data, dtype=np.uint32)  # lists are words
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
@@ -95,7 +95,7 @@ class Uploads:
                                                      f"{handle!r} (offsets and sizes must be multiples of 4)")
         return arr
 
-    def _through_pool(self, enc: Any, items: list[tuple[BufferHandle, int, np.ndarray]], deadline: float,
+    def through_pool(self, enc: Any, items: list[tuple[BufferHandle, int, np.ndarray]], deadline: float,
                       used: list[PooledBuffer]) -> None:
         """Copy the arrays into one mapped pooled buffer and record a copy command per array."""
         backend = self._core.backend
@@ -206,6 +206,7 @@ class Uploads:
             if core.hit(FailureStage.SUBMIT):
                 raise DeviceFailure(FailureStage.SUBMIT, "injected submission failure", False)
             arr = np.ascontiguousarray(array if isinstance(array, np.ndarray) else np.asarray(array, np.uint32))
+            core.submit_pending()  # a queue write lands before the next submission: pending work first
             self._invalidate(dst.id)
             backend = core.backend
             del core.flags.errors[:]

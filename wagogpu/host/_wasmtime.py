@@ -84,6 +84,9 @@ _buffer: Raw = None
 _from_handle: Raw = None
 _trampoline_cb: Raw = None
 _finalize_cb: Raw = None
+# The C type a pointer becomes an int through, taken from a signature: a type named by a string
+# costs cffi a parse the first time (~10 ms, paid by the first guest-memory lookup otherwise).
+_UINTPTR: Raw = None
 # Live host functions, by id of their _HostFunc: what keeps each cffi handle alive until wasmtime's
 # finalizer for that function runs.
 _HOST_FUNCS: dict[int, _HostFunc] = {}
@@ -103,7 +106,7 @@ def _address(ptr: Raw) -> int:
 
 
 def _as_ctypes(ptr: Raw, ctype: Raw) -> Raw:
-    return ctypes.cast(int(_ffi.cast("uintptr_t", ptr)), ctypes.POINTER(ctype))
+    return ctypes.cast(int(_ffi.cast(_UINTPTR, ptr)), ctypes.POINTER(ctype))
 
 
 class FastCall:
@@ -287,7 +290,7 @@ def _fast_memory_span(memory: wasmtime.Memory, store: wasmtime.Store) -> tuple[i
 def _open_fast_path() -> None:
     """Resolve wasmtime-py's internals and the unchecked entry points (raises if they are not there)."""
     global _ffi, _lib, _wfunc, _wffi, _NULL, _call_unchecked, _caller_context, _memory_data, _memory_size
-    global _buffer, _from_handle, _trampoline_cb, _finalize_cb
+    global _buffer, _from_handle, _trampoline_cb, _finalize_cb, _UINTPTR
     import cffi
     import wasmtime._func as wfunc
     from wasmtime import _ffi as wffi
@@ -301,6 +304,7 @@ def _open_fast_path() -> None:
     _call_unchecked, _caller_context = lib.wasmtime_func_call_unchecked, lib.wasmtime_caller_context
     _memory_data, _memory_size = lib.wasmtime_memory_data, lib.wasmtime_memory_data_size
     _buffer, _from_handle = ffi.buffer, ffi.from_handle
+    _UINTPTR = ffi.typeof(lib.wasmtime_memory_data).result
     _trampoline_cb = ffi.callback("void *(void *, void *, void *, size_t)")(_trampoline)
     _finalize_cb = ffi.callback("void(void *)")(_finalize)
     # A Store deleted during interpreter shutdown still calls these; module globals may be gone by

@@ -142,7 +142,11 @@ class ImportGroup:
         op = BufferOperation.start(scope.import_name, self.buffers.instance_id, count, kernel_id)
         call = ImportCall(op, started, started + self.ctx.config.run_timeout)
         op.queue_wait = time.perf_counter() - started
-        self.ctx.residency.check_loss()
+        res = self.ctx.residency
+        res.check_loss()
+        pending = res.pending
+        if pending.dispatches and pending.overdue():  # pipelined work waited on too long: settle it
+            pending.settle(call.deadline)
         return call
 
     def _live(self) -> bool:

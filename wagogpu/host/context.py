@@ -77,8 +77,9 @@ class RuntimeContext:
     stopped: bool = False
 
     def __post_init__(self) -> None:
-        self.dispatcher = Dispatcher(self.residency)
         cfg = self.config
+        # Profile mode times waited stages: nothing is pipelined there.
+        self.dispatcher = Dispatcher(self.residency, pipelined=cfg.pipelined and not cfg.profile_stages)
         self.limits = BufferLimits(cfg.max_buffers_per_instance, cfg.max_instance_buffer_bytes, cfg.max_elements)
 
     @property

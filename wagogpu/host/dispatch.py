@@ -2,12 +2,14 @@
 the transaction, and the CPU fallback's preparation (status 1: every bound buffer CPU-current)."""
 from __future__ import annotations
 
+import time
+
 from ..abi.table import ElementType, Status
 from ..buffers import Buffer, DispatchEnd
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
-from .calls import U32, Handlers, ImportCall, ImportGroup
+from .calls import U32, Handlers, ImportCall, ImportGroup, ImportScope
 
 # Members bound once: enum attribute access costs ~0.16 us per read on Python 3.11.
 _OK = Status.OK
@@ -33,6 +35,10 @@ def binding_problem(kernel_id: int, slot: int, handle: int, buf: Buffer | None) 
 class DispatchImport(ImportGroup):
     """The dispatch import of one instance."""
 
+    def __init__(self, scope: ImportScope) -> None:
+        super().__init__(scope)
+        self._bindings: dict[int, tuple[tuple[int, int], ...]] = {}
+
     def handlers(self) -> Handlers:
         return {"dispatch": (self.dispatch, False)}
 
@@ -46,7 +52,7 @@ class DispatchImport(ImportGroup):
         kernel, plan, bound = checked
         if count == 0:
             return self._finish(call, _OK, outcome=_NOOP)
-        if call.cancelled():
+        if time.perf_counter() >= call.deadline:
             return self._finish(call, Status.CANCELLED)
         reason_code, reason = self.ctx.gpu_decision(self.module, kernel, plan, count)
         if reason_code is _NONE:
@@ -76,26 +82,35 @@ class DispatchImport(ImportGroup):
         if plan.cls is _INVALID:
             return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_ERROR, reason=plan.reason)
         slots = self.buffers.slots
+        buffers = self.buffers.buffers
         bound: dict[int, Buffer] = {}
-        seen: set[int] = set()
-        for b in kernel.bindings:
-            handle = slots[b.slot]
-            buf = self._buffer(handle) if handle else None
+        seen: list[int] = []  # at most 8 declared bindings: a list beats a set
+        for slot, etype in self._declared(kernel):
+            handle = slots[slot]
+            buf = buffers.get(handle) if handle else None
             if buf is None or handle in seen:
-                return self._finish(call, Status.INVALID_BINDING, reason=binding_problem(kernel_id, b.slot, handle, buf))
-            seen.add(handle)
-            if buf.type != b.type:
-                return self._finish(call, Status.TYPE_MISMATCH, reason=f"kernel {kernel_id} declares slot {b.slot} "
-                                    f"{ElementType(b.type).name}; buffer {handle} bound there is {buf.type.name}")
+                return self._finish(call, Status.INVALID_BINDING, reason=binding_problem(kernel_id, slot, handle, buf))
+            seen.append(handle)
+            if buf.type != etype:
+                return self._finish(call, Status.TYPE_MISMATCH, reason=f"kernel {kernel_id} declares slot {slot} "
+                                    f"{ElementType(etype).name}; buffer {handle} bound there is {buf.type.name}")
             if count > buf.length:
                 return self._finish(call, Status.INVALID_RANGE, reason=f"count {count} exceeds the {buf.length} "
-                                    f"elements of buffer {handle} in slot {b.slot} (every bound buffer holds at "
+                                    f"elements of buffer {handle} in slot {slot} (every bound buffer holds at "
                                     "least count elements)")
-            bound[b.slot] = buf
+            bound[slot] = buf
         if count > self.ctx.config.max_elements:
             return self._finish(call, Status.LIMIT_EXCEEDED,
                                 reason=f"count {count} is above max_elements {self.ctx.config.max_elements}")
         return kernel, plan, bound
+
+    def _declared(self, kernel: KernelConfig) -> tuple[tuple[int, int], ...]:
+        """(slot, element type) of each declared binding, in configuration order (kept per kernel:
+        the config is immutable)."""
+        found = self._bindings.get(kernel.id)
+        if found is None:
+            found = self._bindings[kernel.id] = tuple((b.slot, int(b.type)) for b in kernel.bindings)
+        return found
 
     def _fall_back(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer],
                    reason_code: ReasonCode, reason: str) -> int:

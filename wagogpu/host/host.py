@@ -20,16 +20,18 @@ from ..config import Config
 from ..diagnostics import BufferSnapshot, LegacyTiming, RuntimeState, Snapshot
 from ..errors import ConfigError, GpuRequiredError
 from .context import RuntimeContext
-from .engine import first_line, new_engine
+from .engine import compile_in_background, first_line, new_engine
 from .instance import Instance, next_id
 from .module import Module, build_module
 from .source import Source
-from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state
+from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state, settle_pending
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gpu.device import GpuDevice
 
 _LIVE_HOSTS: weakref.WeakSet[Host] = weakref.WeakSet()
+#: Host.close waits at most this long for pipelined dispatches still pending.
+CLOSE_SETTLE_SECONDS = 1.0
 
 
 @atexit.register
@@ -88,11 +90,11 @@ class Host:
             raise ConfigError("tuning", f"expected wagogpu.buffers.TransferTuning, got {type(tuning).__name__}")
         self.config = config
         engine = new_engine()
-        accessor = wasmtime.Module(engine, accessor_wat())
+        accessor = compile_in_background(engine, accessor_wat())  # while the device opens
         device, reason, seconds = open_device(config)
         budget = RuntimeBudget(config.max_runtime_buffer_bytes)
         residency = Residency(device, budget, config.profile_stages, tuning)
-        self.context = RuntimeContext(config, engine, accessor, budget, residency, reason, seconds)
+        self.context = RuntimeContext(config, engine, accessor(), budget, residency, reason, seconds)
         _LIVE_HOSTS.add(self)
 
     # -- what the runtime has ------------------------------------------------------------------
@@ -175,6 +177,11 @@ class Host:
         if ctx.stopped:
             return
         ctx.stopped = True
+        if ctx.residency.pending and ctx.lock.acquire(blocking=False):  # never wait for a blocked import
+            try:
+                settle_pending(ctx, min(ctx.config.run_timeout, CLOSE_SETTLE_SECONDS))
+            finally:
+                ctx.lock.release()
         device = ctx.residency.device
         if device is not None:
             device.close()  # unblocks a dispatch waiting on the device

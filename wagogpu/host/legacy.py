@@ -62,6 +62,8 @@ class LegacyRunner:
         if count > cfg.max_elements or count < cfg.min_elements:
             return LegacyStatus.FALLBACK
         res = ctx.residency
+        if res.pending and not (ctx.stopped or res.quarantined):  # a failure here must not hide theirs
+            res.pending.settle(started + cfg.run_timeout)
         if ctx.stopped or res.quarantined or self.module.legacy_pipeline is None or not res.usable:
             return LegacyStatus.FALLBACK
         if count == 0:

@@ -53,6 +53,9 @@ class ManagementImports(ImportGroup):
         buf = self._buffer(handle)
         if buf is None:
             return self._finish(call, Status.INVALID_HANDLE, reason=self._no_buffer(handle))
+        pending = self.ctx.residency.pending
+        if pending.writes(buf):
+            pending.settle(call.deadline)  # a pending output: the device's answer first (freeing always works)
         self.buffers.free(buf, retire=self.ctx.residency.quarantined)
         return self._finish(call, _OK)
 

@@ -100,7 +100,7 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
         try:
             read_only = [slot not in plan.write_slots for slot in plan.used_slots] + (
                 [False] if plan.error_word else []) + ([True] if plan.memory >= 0 else [])
-            pipeline = ctx.residency.live.pipeline(plan.wgsl, read_only)
+            pipeline = ctx.residency.live.pipeline(plan.wgsl, read_only, warm=True)  # (first run here)
         except Exception as exc:  # PipelineError or a device failure while building
             module.pipeline_failures[kernel.id] = first_line(exc)
             continue

@@ -1,6 +1,7 @@
 """The snapshots a Host reports (abi.md §8): copied out of the runtime context under its lock."""
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from ..compiler.contract import KernelClass
@@ -10,6 +11,15 @@ from ..diagnostics import (BufferOperation, BufferSnapshot, DeviceState, KernelD
                            LegacyTiming, RuntimeState, Snapshot)
 from .context import RuntimeContext
 from .module import Module
+
+
+def settle_pending(ctx: RuntimeContext, seconds: float | None = None) -> None:
+    """A snapshot (or close) reports what the device confirmed: pipelined dispatches are waited
+    for first, for run_timeout (or ``seconds``). Called under the host lock."""
+    pending = ctx.residency.pending
+    if pending:
+        wait = ctx.config.run_timeout if seconds is None else seconds
+        pending.settle(time.perf_counter() + wait)
 
 
 def runtime_state(ctx: RuntimeContext) -> RuntimeState:
@@ -40,6 +50,7 @@ def _copy(op: BufferOperation) -> BufferOperation:
 def buffer_snapshot(ctx: RuntimeContext) -> BufferSnapshot:
     """State, Last, Totals, kernels and instances of the wago_gpu_v1 runtime (abi.md §8.2-8.5)."""
     res = ctx.residency
+    settle_pending(ctx)
     res.check_loss()
     device = res.device
     state = runtime_state(ctx)
@@ -60,7 +71,8 @@ def buffer_snapshot(ctx: RuntimeContext) -> BufferSnapshot:
         legacy_buffer_bytes=budget.legacy_bytes, peak_runtime_buffer_bytes=budget.peak_bytes,
         device=device.info.name if device is not None else "", device_init=ctx.device_init,
         timestamps_supported=bool(device.has_timestamps) if device is not None else False,
-        loop_limits=res.loop_limits, loop_budget=res.loop_budget(1, reader.LOOP_BUDGET), quarantine=res.quarantine_report)
+        loop_limits=res.loop_limits, loop_budget=res.loop_budget(1, reader.LOOP_BUDGET), quarantine=res.quarantine_report,
+        lost_dispatches=tuple(res.pending.lost_sequences))
 
 
 def kernel_diagnostic(ctx: RuntimeContext, module: Module, k: KernelConfig) -> KernelDiagnostic:
@@ -87,6 +99,7 @@ def kernel_diagnostic(ctx: RuntimeContext, module: Module, k: KernelConfig) -> K
 
 def legacy_snapshot(ctx: RuntimeContext) -> Snapshot:
     """Legacy wago_gpu.run / run_batch diagnostics (abi.md §8.1)."""
+    settle_pending(ctx)
     res = ctx.residency
     log = ctx.log
     return Snapshot(

@@ -1,0 +1,123 @@
+"""Start-up, each figure in a fresh interpreter: `import wagogpu`, the first Host() (engine,
+accessor module, device open), compiling the work guest (its pipelines), and the first dispatch
+after compile, split into its parts (buffers, bind group, uniform, error word, staging, the
+submission and wait that include the driver's first use of the pipeline). JSONL.
+
+python -m bench.startup [--allow-software-adapter] [--runs 3] [--pipelined] [--out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from typing import Any
+
+from bench.common import emit, environment
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# One child: every phase timed in order; the first dispatch's parts by wrapping the device's calls.
+_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import wagogpu
+t_import = time.perf_counter() - t0
+sys.path.insert(0, sys.argv[1])
+opts = json.loads(sys.argv[2])
+import numpy as np
+from bench.buffer_bench import kernel_configs
+from bench.common import CallTimer
+from bench.work_guest import KERNEL_IDS, input_values, reference, wat
+from wagogpu import Config, Host
+config = Config(kernels=kernel_configs(), allow_software_adapter=opts["software"],
+                require_gpu=not opts["software"], pipelined=opts["pipelined"])
+t0 = time.perf_counter()
+host = Host(config)
+t_host = time.perf_counter() - t0
+if not host.gpu_active:
+    print(json.dumps({"error": host.device_reason})); sys.exit(1)
+src = wat()
+t0 = time.perf_counter()
+module = host.compile(src)
+t_compile = time.perf_counter() - t0
+t0 = time.perf_counter()
+inst = host.instantiate(module)
+n = 1024
+inst.call("grow_to", 2)
+x = input_values(n)
+inst.memory_view().view(np.float32)[:n] = x
+assert inst.call("setup", n) == 0
+t_instantiate = time.perf_counter() - t0
+dev = host.device
+backend = dev._core.backend
+targets = [(dev, name, name) for name in ("create_storage", "create_uniform", "create_staging", "execute",
+                                          "enqueue", "flush", "read")]
+targets += [(dev._pipelines, "bind_group", "bind_group"), (backend, "create_bind_group", "native_bind_group"),
+            (backend, "submit", "native_submit"), (dev._core, "wait", "wait")]
+k = KERNEL_IDS["twice"]
+with CallTimer(targets) as timer:
+    t0 = time.perf_counter()
+    status = inst.call("sample", k, n)
+    t_first = time.perf_counter() - t0
+    parts = timer.take()
+    t0 = time.perf_counter()
+    inst.call("sample", k, n)
+    t_second = time.perf_counter() - t0
+ok = status == 0 and np.array_equal(inst.memory_view().view(np.float32)[2 * n:3 * n], reference("twice", x))
+snap = host.buffer_snapshot()
+info = dev.info
+print(json.dumps({"import_s": t_import, "first_host_s": t_host, "device_open_s": host.device_init,
+                  "compile_s": t_compile, "pipeline_s": sum(d.pipeline for d in snap.kernels),
+                  "instantiate_s": t_instantiate, "first_round_trip_s": t_first, "second_round_trip_s": t_second,
+                  "first_round_trip_parts_s": {k2: v for k2, v in parts.items() if v},
+                  "checked": bool(ok), "adapter": f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}"}))
+host.close()
+"""
+
+
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    opts = json.dumps({"software": args.allow_software_adapter, "pipelined": args.pipelined})
+    done = subprocess.run([sys.executable, "-c", _CHILD, HERE, opts], capture_output=True, text=True, cwd=HERE,
+                          timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise RuntimeError(f"start-up child failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    if "error" in result or not result["checked"]:
+        raise RuntimeError(f"start-up child: {result.get('error', 'wrong values')}")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--allow-software-adapter", action="store_true")
+    parser.add_argument("--pipelined", action="store_true")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    env = environment()
+    runs = [child(args) for _ in range(args.runs)]
+    out = open(args.out, "a") if args.out else None
+    try:
+        for i, run in enumerate(runs):
+            record = {"bench": "startup", "run": i, "pipelined": args.pipelined, **run, **env}
+            emit(record)
+            if out:
+                emit(record, out)
+        keys = [k for k, v in runs[0].items() if isinstance(v, float)]
+        summary = {"bench": "startup_median", "runs": len(runs), "pipelined": args.pipelined,
+                   "adapter": runs[0]["adapter"], **{k: statistics.median(r[k] for r in runs) for k in keys}, **env}
+        emit(summary)
+        if out:
+            emit(summary, out)
+    finally:
+        if out:
+            out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
