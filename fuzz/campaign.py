@@ -8,8 +8,9 @@
 The campaign runs chunks (a bounded run of one fuzzer, `--chunk` executions) under `nice -n 10`,
 reads each chunk's FUZZ-RESULT line and appends one JSONL record per chunk to
 `fuzz/results/<campaign>.jsonl` (fuzzer, executions, seconds, failures, wagogpu commit). A second
-invocation with the same `--campaign` counts what is already recorded and only runs the rest, so an
-interrupted campaign loses at most its running chunks. The next chunk goes to the fuzzer that has
+invocation with the same `--campaign` on the same commit counts what is already recorded and only
+runs the rest, so an interrupted campaign loses at most its running chunks (`--any-commit` also
+counts records of other commits). The next chunk goes to the fuzzer that has
 had the least time so far (`--balance time`) or the fewest executions (`--balance executions`).
 A failing chunk stops the campaign (its output is kept in fuzz/results/<campaign>-failure-*.log)
 unless `--keep-going`.
@@ -142,10 +143,17 @@ class Plan:
     fuzzers: list[Fuzzer]
     balance: Balance
     keep_going: bool
+    any_commit: bool = False
     path: Path = field(init=False)
 
     def __post_init__(self) -> None:
         self.path = RESULTS / f"{self.campaign}.jsonl"
+
+    def recorded(self) -> list[Record]:
+        """The records this campaign resumes from: its own, of this commit unless any_commit."""
+        head = commit()[0]
+        return [r for r in load(self.path)
+                if r.campaign == self.campaign and (self.any_commit or r.commit == head)]
 
 
 def _submit(pool: ThreadPoolExecutor, plan: Plan, fuzzer: Fuzzer, remaining: int) -> Future:
@@ -169,7 +177,7 @@ def campaign(plan: Plan) -> Tally:
     """Run chunks until the target is recorded, the deadline passes or (by default) a chunk fails."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     _ensure_corpus(plan.fuzzers)
-    tally = Tally.of([r for r in load(plan.path) if r.campaign == plan.campaign], plan.fuzzers)
+    tally = Tally.of(plan.recorded(), plan.fuzzers)
     lock = threading.Lock()
     running: dict[Future, Fuzzer] = {}
     with ThreadPoolExecutor(plan.jobs) as pool:
@@ -217,6 +225,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fuzzers", default="hypothesis,atheris", help="comma-separated: hypothesis, atheris")
     p.add_argument("--balance", type=Balance, default=Balance.TIME, choices=list(Balance))
     p.add_argument("--keep-going", action="store_true", help="do not stop at a failing chunk")
+    p.add_argument("--any-commit", action="store_true", help="resume from records of any commit")
     p.add_argument("--status", action="store_true", help="print what is recorded and exit")
     return p
 
@@ -226,9 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     fuzzers = [Fuzzer(f.strip()) for f in args.fuzzers.split(",") if f.strip()]
     deadline = time.monotonic() + (args.minutes * 60 if args.minutes is not None else 1e12)
     plan = Plan(args.campaign, args.executions, deadline, args.chunk, args.chunk_minutes * 60, args.jobs, fuzzers,
-                args.balance, args.keep_going)
+                args.balance, args.keep_going, args.any_commit)
     if args.status:
-        tally = Tally.of([r for r in load(plan.path) if r.campaign == plan.campaign], fuzzers)
+        tally = Tally.of(plan.recorded(), fuzzers)
     else:
         tally = campaign(plan)
     print(summary(tally, plan.campaign))
