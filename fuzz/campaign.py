@@ -34,7 +34,7 @@ ROOT = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from result import FuzzResult, parse  # noqa: E402
+from fuzz_result import FuzzResult, parse  # noqa: E402
 
 RESULTS = HERE / "results"
 CORPUS = HERE / "corpus"  # atheris's growing corpus (ignored by git)

@@ -50,7 +50,7 @@ from abitable import ELEMENTS_BY_ID, import_decls, kernel_funcs, trap_text  # no
 from floatcmp import FloatClass, classify_f16, classify_f32  # noqa: E402
 from flowgen import EXTENDED_BINDINGS, LOCALS, extended_inputs, flow_kernel, flow_programs  # noqa: E402
 from plainmem import PlainRun, PlainRunner  # noqa: E402
-from result import FuzzResult  # noqa: E402
+from fuzz_result import FuzzResult, first_of  # noqa: E402
 from wagogpu import Config, Host  # noqa: E402
 
 KERNEL = flow_kernel(extended=True)
@@ -151,7 +151,7 @@ class Mismatch(AssertionError):
     """A property failed; the message says which, the case is attached for the regression file."""
 
     def __init__(self, what: str, case: Case):
-        super().__init__(f"{what}\ncase: {case.to_json()}")
+        super().__init__(f"{what}\nkernel body (count {case.count}, length {case.length}): {case.body}")
         self.case = case
 
 
@@ -324,7 +324,10 @@ def main(argv: list[str] | None = None) -> int:
         fuzz(minutes * 60, args.examples, verbose=not args.quiet, seed=args.seed, stats=stats,
              long_loops=not args.no_long_loops)
         print("PASS:", stats.line(time.monotonic() - t0))
-    except Mismatch as exc:
+    except (Mismatch, BaseExceptionGroup) as raised:
+        exc = first_of(raised, Mismatch)
+        if exc is None:
+            raise
         failures = 1
         print(f"FAIL: {exc}\nkept in {keep(exc.case)}")
     seconds = time.monotonic() - t0

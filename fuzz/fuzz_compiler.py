@@ -9,7 +9,7 @@ raising is a crash that libFuzzer reports and saves.
     python fuzz/fuzz_compiler.py -runs=200000 fuzz/corpus                # exactly 200,000 executions
 
 libFuzzer's final statistics are always printed (-print_final_stats=1); the last line is
-`FUZZ-RESULT {json}` (fuzz/result.py) with libFuzzer's own count of executed inputs.
+`FUZZ-RESULT {json}` (fuzz/fuzz_result.py) with libFuzzer's own count of executed inputs.
 
 The module imports without atheris (tests call test_one_input directly).
 """
@@ -37,7 +37,7 @@ if atheris is not None:
 
 from wagogpu import (Access, BindingConfig, CompileError, ElementType, KernelConfig,  # noqa: E402
                      compile_buffer_wgsl, compile_wgsl)
-from result import FuzzResult  # noqa: E402
+from fuzz_result import FuzzResult  # noqa: E402
 from wagogpu.compiler import inspect_module  # noqa: E402
 
 MAX_WGSL_BYTES = 512 * 1024  # one buffer kernel's WGSL (compiler.md §3)

@@ -10,7 +10,7 @@ called with any count. Every call goes through the guest of fuzz/hostile_guest.p
 makes it.
 
 The sequence runs on a CPU host (disabled=True) and a GPU host (lavapipe), each beside a fresh
-fuzz/model.py that predicts every status, trap message, value read back and guest-memory byte
+fuzz/hostile_model.py that predicts every status, trap message, value read back and guest-memory byte
 copied out; after the sequence every live buffer's contents and both guest memories are compared
 too, and both hosts must have seen the same (handles renumbered, a dispatch's 0 and 1 both
 counting as "ran"). Any difference fails; hypothesis shrinks the sequence, which is kept as JSON
@@ -44,9 +44,9 @@ from hypothesis import seed as fixed_seed  # noqa: E402
 
 from hostile_ops import Op, execute, predict, resolve, sequences  # noqa: E402
 from hostile_guest import guest_wat  # noqa: E402
-from kernels import KERNELS  # noqa: E402
-from model import MEMORIES, Ambiguous, Limits, Model  # noqa: E402
-from result import FuzzResult  # noqa: E402
+from hostile_kernels import KERNELS  # noqa: E402
+from hostile_model import MEMORIES, Ambiguous, Limits, Model  # noqa: E402
+from fuzz_result import FuzzResult, first_of  # noqa: E402
 from wagogpu import Config, Host, Instance  # noqa: E402
 
 LIMITS = Limits(max_buffers=6, max_elements=4096, instance_bytes=12 * 1024)
@@ -77,13 +77,24 @@ class Trace:
     memories: list[bytes] = field(default_factory=list)
 
 
-def _normal(value, trace: Trace):
-    """An observation with host-specific handle numbers replaced by their creation index."""
-    if isinstance(value, (list, tuple)):
-        return [_normal(v, trace) for v in value]
-    if isinstance(value, int) and value in trace.handles:
+def _handle_name(value: int, trace: Trace):
+    """A handle as the index of its creation (handle numbers differ between the hosts)."""
+    if value in trace.handles:
         return f"h{trace.handles.index(value)}"
-    return "other" if isinstance(value, int) and value == trace.other else value
+    return "other" if value == trace.other else value
+
+
+def _normal(op: Op, value, trace: Trace):
+    """An observation with its handle fields (create, packed, getBuffer) renumbered."""
+    if value is None:
+        return None
+    if op[0] == "create":
+        return [_handle_name(value[0], trace), value[1]]
+    if op[0] == "packed":
+        return [_handle_name(value & 0xFFFFFFFF, trace), value >> 32]
+    if op[0] == "get" and isinstance(value, int):
+        return _handle_name(value, trace)
+    return value
 
 
 def run_sequence(host: Host, module, ops: list[Op], gpu: bool, skip: set[int]) -> Trace:
@@ -111,7 +122,7 @@ def run_sequence(host: Host, module, ops: list[Op], gpu: bool, skip: set[int]) -
                 raise Failure(f"{'GPU' if gpu else 'CPU'} host, op {index} {op[0]}{tuple(args)}: host {got!r}, "
                               f"model {want!r}", ops)
             trace.observations.append(got)
-            OUTCOMES[(op[0], _kind(got))] += gpu
+            OUTCOMES[(op[0], _kind(op, got))] += gpu
             _note_handles(op, got, trace)
         _compare_state(inst, model, trace, ops, gpu)
         return trace
@@ -120,15 +131,19 @@ def run_sequence(host: Host, module, ops: list[Op], gpu: bool, skip: set[int]) -
         other_inst.close()
 
 
-def _kind(observation) -> str:
-    """A short name of an observation for the outcome counts: status N, trap N, value."""
+def _kind(op: Op, observation) -> str:
+    """A short name of an observation for the outcome counts: status N, trap N, done, value."""
     if isinstance(observation, list) and observation and observation[0] == "trap":
-        return observation[1].rsplit(" ", 1)[-1] if "status" in observation[1] else observation[1]
-    if isinstance(observation, list):
-        return f"status {observation[-1] if len(observation) == 2 and isinstance(observation[1], int) else observation[0]}"
+        return "trap " + observation[1].rsplit(" ", 1)[-1] if "status" in observation[1] else observation[1]
+    if op[0] == "create":
+        return f"status {observation[1]}"
+    if op[0] == "packed":
+        return f"status {observation >> 32}"
+    if op[0] == "dispatch":
+        return f"status {observation[0]}" + (" then runner trap" if observation[1] else "")
     if observation is None:
         return "done"
-    return f"status {observation}" if isinstance(observation, int) and observation < 16 else "value"
+    return "value" if op[0] in ("read", "get") else f"status {observation}"
 
 
 OUTCOMES: Counter = Counter()  # (op, outcome) on the GPU host, for the report
@@ -180,8 +195,8 @@ def _ran(value):
 
 def compare_hosts(cpu: Trace, gpu: Trace, ops: list[Op]) -> None:
     for index, (op, a, b) in enumerate(zip(ops, cpu.observations, gpu.observations)):
-        na, nb = _normal(a, cpu), _normal(b, gpu)
-        if op[0] == "dispatch":
+        na, nb = _normal(op, a, cpu), _normal(op, b, gpu)
+        if op[0] == "dispatch" and na is not None and nb is not None:
             na, nb = _ran(na[0]), _ran(nb[0])
         if na != nb:
             raise Failure(f"op {index} {op[0]}: CPU host {a!r}, GPU host {b!r}", ops)
@@ -196,6 +211,7 @@ class Hostile:
         self.wat = guest_wat()
         self.pair: tuple | None = None
         self.used = 0
+        self.sequences = 0  # checked (the failing one included)
         self.calls = 0
         self.skipped = 0
 
@@ -211,6 +227,7 @@ class Hostile:
 
     def check(self, ops: list[Op]) -> None:
         cpu, cpu_module, gpu, gpu_module = self.hosts()
+        self.sequences += 1
         skip: set[int] = set()
         gpu_trace = run_sequence(gpu, gpu_module, ops, True, skip)
         cpu_trace = run_sequence(cpu, cpu_module, ops, False, skip)
@@ -229,15 +246,13 @@ class Hostile:
 
 def fuzz(seconds: float, limit: int | None, hostile: Hostile, verbose: bool, seed: int | None) -> int:
     """Check random sequences until `seconds` pass or `limit` ran; the number checked."""
-    count = [0]
     deadline = time.monotonic() + seconds
-    done = lambda: (limit is not None and count[0] >= limit) or time.monotonic() > deadline  # noqa: E731
+    done = lambda: (limit is not None and hostile.sequences >= limit) or time.monotonic() > deadline  # noqa: E731
 
     @settings(max_examples=50, database=None, deadline=None, suppress_health_check=list(HealthCheck))
     @given(sequences())
     def one(ops: list[Op]) -> None:
         if not done():
-            count[0] += 1
             hostile.check(ops)
 
     chunk, start = 0, time.monotonic()
@@ -245,8 +260,8 @@ def fuzz(seconds: float, limit: int | None, hostile: Hostile, verbose: bool, see
         (one if seed is None else fixed_seed(seed + chunk)(one))()
         chunk += 1
         if verbose:
-            print(f"{count[0]} sequences, {hostile.calls} calls in {time.monotonic() - start:.0f} s", flush=True)
-    return count[0]
+            print(f"{hostile.sequences} sequences, {hostile.calls} calls in {time.monotonic() - start:.0f} s", flush=True)
+    return hostile.sequences
 
 
 def keep(ops: list[Op]) -> Path:
@@ -269,23 +284,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", default=None, help="check one saved sequence (JSON) and exit")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
-    hostile, failures, checked = Hostile(), 0, 0
+    hostile, failures = Hostile(), 0
     minutes = args.minutes if args.minutes is not None else (1.0 if args.sequences is None else 1e9)
     t0 = time.monotonic()
     try:
         if args.replay:
             hostile.check(load(Path(args.replay).read_text()))
-            checked = 1
         else:
-            checked = fuzz(minutes * 60, args.sequences, hostile, not args.quiet, args.seed)
-        print(f"PASS: {checked} sequences, {hostile.calls} import calls ({hostile.skipped} skipped as ambiguous)")
-    except Failure as exc:
+            fuzz(minutes * 60, args.sequences, hostile, not args.quiet, args.seed)
+        print(f"PASS: {hostile.sequences} sequences, {hostile.calls} import calls ({hostile.skipped} skipped as ambiguous)")
+    except (Failure, BaseExceptionGroup) as raised:
+        exc = first_of(raised, Failure)
+        if exc is None:
+            raise
         failures = 1
         print(f"FAIL: {exc}\nkept in {keep(exc.ops)}")
     finally:
         hostile.close()
     outcomes = {f"{op}: {kind}": n for (op, kind), n in sorted(OUTCOMES.items())}
-    print(FuzzResult("hostile", checked, time.monotonic() - t0, failures,
+    print(FuzzResult("hostile", hostile.sequences, time.monotonic() - t0, failures,
                      {"calls": hostile.calls, "skipped": hostile.skipped, "outcomes": outcomes}).line(), flush=True)
     return 1 if failures else 0
 

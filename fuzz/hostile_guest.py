@@ -9,7 +9,7 @@ a guest would (the transfers find guest memory through their calling instance).
     `copyGC(handle, offset, kind, length, arrayOffset, count)`: build the `anyref` of GC_KINDS[kind]
     (null, an i31, a struct, or an array of `length` elements all `fill`), call the import, and
     (copyGC, for arrays) dump the array's elements afterwards into memory 0 at DUMP;
-  * the kernels of fuzz/kernels.py and their CPU runners.
+  * the kernels of fuzz/hostile_kernels.py and their CPU runners.
 
 Memories: 0 a 32-bit one, 1 a 64-bit one, 2 a shared 32-bit one; one page each.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from abitable import IMPORTS, import_decls, kernel_funcs
-from kernels import KERNELS
+from hostile_kernels import KERNELS
 
 DUMP = 0xE000  # where copyGC dumps the array (memory 0)
 

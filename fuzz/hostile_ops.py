@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from abitable import ELEMENTS, scalar_trap, trap_text
 from hostile_guest import GC_KINDS
-from kernels import KERNELS, ScalarTrap
-from model import MEMORIES, U32, U64, Model
+from hostile_kernels import KERNELS, ScalarTrap
+from hostile_model import MEMORIES, U32, U64, Model
 
 Op = list  # [name, *args]
 

@@ -12,7 +12,7 @@ GPU subset (tests/compiler/strategies.py) and byte mutations of those and of the
     python fuzz/hypothesis_fuzz.py --minutes 10
     python fuzz/hypothesis_fuzz.py --executions 200000 --quiet
 
-Its last line is `FUZZ-RESULT {json}` (fuzz/result.py): the exact number of inputs checked.
+Its last line is `FUZZ-RESULT {json}` (fuzz/fuzz_result.py): the exact number of inputs checked.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ for path in (ROOT, HERE, os.path.join(ROOT, "tests", "compiler")):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from result import FuzzResult  # noqa: E402
+from fuzz_result import FuzzResult  # noqa: E402
 from strategies import mutations, subset_kernels  # noqa: E402
 from wagogpu import (Access, BindingConfig, CompileError, ElementType, KernelConfig,  # noqa: E402
                      compile_buffer_wgsl, compile_wgsl)

@@ -39,3 +39,16 @@ def parse(text: str) -> FuzzResult | None:
             return FuzzResult(record["fuzzer"], int(record["executions"]), float(record["seconds"]),
                               int(record["failures"]), record.get("detail", {}))
     return None
+
+
+def first_of(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first `kind` in `exc` or, when hypothesis found several distinct failures and raised them
+    together as an ExceptionGroup, inside it."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = first_of(inner, kind)
+            if found is not None:
+                return found
+    return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from abitable import ELEMENTS_BY_ID, SLOTS, ElementInfo
 from hostile_guest import DUMP, GC_KINDS
-from kernels import KERNELS, ModelKernel, ScalarTrap
+from hostile_kernels import KERNELS, ModelKernel, ScalarTrap
 from wagogpu import Status
 
 U32 = 0xFFFFFFFF
@@ -119,6 +119,19 @@ class Model:
     buffers: dict[int, Buffer] = field(default_factory=dict)
     slots: list[int] = field(default_factory=lambda: [0] * SLOTS)
     memories: list[bytearray] = field(default_factory=lambda: [bytearray(m.size) for m in MEMORIES])
+    resident: set[int] = field(default_factory=set)  # handles whose only current copy may be on the GPU
+    on_gpu: set[int] = field(default_factory=set)  # handles a GPU dispatch has used (they hold device storage)
+
+    def _tight(self, extra: int = 0) -> bool:
+        """On the GPU host, whether device charges might reach the byte budget (then a readback's
+        staging buffer or a GPU dispatch may answer 6 where the model cannot tell)."""
+        return self.gpu and self._cpu_bytes() + self.device_charges() + extra > self.limits.instance_bytes
+
+    def _readback(self, handle: int) -> None:
+        """Make a buffer CPU-current (abi.md §4.4): a readback if the GPU holds its only copy."""
+        if handle in self.resident and self._tight():
+            raise Ambiguous("a readback near the byte budget on the GPU host")
+        self.resident.discard(handle)
 
     # ---- management -------------------------------------------------------------------------------
     def create(self, etype: int, count: int) -> tuple[int, int]:
@@ -138,15 +151,18 @@ class Model:
         return handle, Status.OK
 
     def device_charges(self) -> int:
-        """At most what the GPU host may hold besides CPU bytes: a device copy, two output scratch
-        buffers and a staging buffer per live buffer, and the 16-byte uniform."""
-        return sum(4 * 4 * b.length for b in self.buffers.values()) + 16
+        """At most what the GPU host may hold besides CPU bytes and cannot evict: for each live
+        buffer a GPU dispatch has used, its device copy and two output scratch buffers; the largest
+        of them again twice (readback staging, narrow-type conversion); the 16-byte uniform."""
+        lengths = [self.buffers[h].length for h in self.on_gpu if h in self.buffers]
+        return 12 * sum(lengths) + 8 * max(lengths, default=0) + 16
 
     def free(self, handle: int) -> int:
         handle &= U32
         if handle not in self.buffers:
             return Status.INVALID_HANDLE
         del self.buffers[handle]
+        self.resident.discard(handle)
         self.slots = [0 if s == handle else s for s in self.slots]
         return Status.OK
 
@@ -177,10 +193,13 @@ class Model:
         return buf
 
     def read(self, tname: str, handle: int, index: int) -> int:
-        return READ_BITS[tname](self._element(handle, tname, index).word(index & U32))
+        buf = self._element(handle, tname, index)
+        self._readback(handle & U32)
+        return READ_BITS[tname](buf.word(index & U32))
 
     def write(self, tname: str, handle: int, index: int, bits: int) -> None:
         buf = self._element(handle, tname, index)
+        self._readback(handle & U32)
         buf.put(index & U32, WRITE_WORD.get(tname, lambda b: b)(bits))
 
     # ---- bulk transfers ---------------------------------------------------------------------------
@@ -203,6 +222,9 @@ class Model:
             return Status.INVALID_RANGE
         if count == 0:
             return Status.OK
+        if setting and offset == 0 and count == buf.length:
+            self.resident.discard(handle)  # a full set needs no readback
+        self._readback(handle)
         w = buf.element.stored_bytes
         if setting:
             buf.data[offset * w:offset * w + payload] = self.memories[memory][guest:guest + payload]
@@ -249,6 +271,9 @@ class Model:
             return Status.INVALID_RANGE
         if count == 0:
             return Status.OK
+        if setting and offset == 0 and count == buf.length:
+            self.resident.discard(handle)
+        self._readback(handle)
         if setting and not gk.mutable:  # an immutable source: its whole size is reserved for the call
             need = self._cpu_bytes() + length * buf.element.stored_bytes
             if need > self.limits.instance_bytes:
@@ -278,9 +303,16 @@ class Model:
             return Status.LIMIT_EXCEEDED
         if count == 0:
             return Status.OK
+        handles = [self.slots[slot] for slot, _, _ in kernel.bindings]
         if self.gpu and kernel.gpu_runs(self, count):
+            if self._tight(sum(12 * self.buffers[h].length for h in handles) + 16):
+                raise Ambiguous("a GPU dispatch near the byte budget")
+            self.on_gpu |= set(handles)
             self.run(kernel, count)  # the GPU's answer is the runner's (it never traps here)
+            self.resident |= {self.slots[slot] for slot, _, access in kernel.bindings if access & 2}
             return Status.OK
+        for handle in handles:
+            self._readback(handle)
         return Status.CPU_FALLBACK
 
     def run(self, kernel: ModelKernel, count: int) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 from wagogpu import Access, BindingConfig, ElementType, KernelConfig
 
 if TYPE_CHECKING:
-    from model import Model
+    from hostile_model import Model
 
 E, A = ElementType, Access
 
