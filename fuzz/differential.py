@@ -150,7 +150,7 @@ def run_host(host: Host, wasm: bytes, case: Case) -> HostRun:
 class Mismatch(AssertionError):
     """A property failed; the message says which, the case is attached for the regression file."""
 
-    def __init__(self, what: str, case: Case):
+    def __init__(self, what: str, case: Case) -> None:
         super().__init__(f"{what}\nkernel body (count {case.count}, length {case.length}): {case.body}")
         self.case = case
 

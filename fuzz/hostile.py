@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 for _path in (HERE.parent, HERE):
@@ -61,7 +62,7 @@ def host_config(gpu: bool) -> Config:
 
 
 class Failure(AssertionError):
-    def __init__(self, what: str, ops: list[Op]):
+    def __init__(self, what: str, ops: list[Op]) -> None:
         super().__init__(f"{what}\nsequence: {json.dumps(ops)}")
         self.ops = ops
 
@@ -77,14 +78,14 @@ class Trace:
     memories: list[bytes] = field(default_factory=list)
 
 
-def _handle_name(value: int, trace: Trace):
+def _handle_name(value: int, trace: Trace) -> int | str:
     """A handle as the index of its creation (handle numbers differ between the hosts)."""
     if value in trace.handles:
         return f"h{trace.handles.index(value)}"
     return "other" if value == trace.other else value
 
 
-def _normal(op: Op, value, trace: Trace):
+def _normal(op: Op, value: Any, trace: Trace) -> Any:
     """An observation with its handle fields (create, packed, getBuffer) renumbered."""
     if value is None:
         return None
@@ -97,7 +98,7 @@ def _normal(op: Op, value, trace: Trace):
     return value
 
 
-def run_sequence(host: Host, module, ops: list[Op], gpu: bool, skip: set[int]) -> Trace:
+def run_sequence(host: Host, module: Any, ops: list[Op], gpu: bool, skip: set[int]) -> Trace:
     """Run `ops` on a fresh instance of `host` beside a fresh model; raise Failure on the first
     disagreement. Ops in `skip`, and those the model calls Ambiguous, are not run (added to skip)."""
     other_inst = host.instantiate(module)
@@ -131,7 +132,7 @@ def run_sequence(host: Host, module, ops: list[Op], gpu: bool, skip: set[int]) -
         other_inst.close()
 
 
-def _kind(op: Op, observation) -> str:
+def _kind(op: Op, observation: Any) -> str:
     """A short name of an observation for the outcome counts: status N, trap N, done, value."""
     if isinstance(observation, list) and observation and observation[0] == "trap":
         return "trap " + observation[1].rsplit(" ", 1)[-1] if "status" in observation[1] else observation[1]
@@ -149,7 +150,7 @@ def _kind(op: Op, observation) -> str:
 OUTCOMES: Counter = Counter()  # (op, outcome) on the GPU host, for the report
 
 
-def _note_handles(op: Op, got, trace: Trace) -> None:
+def _note_handles(op: Op, got: Any, trace: Trace) -> None:
     if op[0] == "create" and got[1] == 0:
         trace.handles.append(got[0])
     elif op[0] == "packed" and got >> 32 == 0:
@@ -188,7 +189,7 @@ def _compare_state(inst: Instance, model: Model, trace: Trace, ops: list[Op], gp
         trace.memories.append(got)
 
 
-def _ran(value):
+def _ran(value: Any) -> Any:
     """A dispatch's 0 (ran on the GPU) and 1 (the runner ran after it) count the same across hosts."""
     return "ran" if value in (0, 1) else value
 
@@ -215,7 +216,7 @@ class Hostile:
         self.calls = 0
         self.skipped = 0
 
-    def hosts(self):
+    def hosts(self) -> tuple[Host, Any, Host, Any]:
         if self.pair is None or self.used >= RECYCLE_EVERY:
             self.close()
             cpu, gpu = Host(host_config(False)), Host(host_config(True))

@@ -25,7 +25,7 @@ E, A = ElementType, Access
 class ScalarTrap(Exception):
     """A scalar import trapped with this status (`wago_gpu_v1 scalar access: status N`)."""
 
-    def __init__(self, status: int):
+    def __init__(self, status: int) -> None:
         super().__init__(int(status))
         self.status = int(status)
 

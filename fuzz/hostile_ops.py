@@ -18,11 +18,15 @@ from hypothesis import strategies as st
 from abitable import ELEMENTS, scalar_trap, trap_text
 from hostile_guest import GC_KINDS
 from hostile_kernels import KERNELS, ScalarTrap
-from hostile_model import MEMORIES, U32, U64, Model
+from hostile_model import GC_STORAGE, MEMORIES, U32, U64, Model
 
 Op = list  # [name, *args]
+Observation = Any  # what a call gave (see the module docstring); None for a call that returns nothing
 
 TYPE_NAMES = [e.name for e in ELEMENTS]
+# the mutable GC array kind (index into GC_KINDS) of each element type's storage
+GC_MATCH = {t: next(i for i, k in enumerate(GC_KINDS) if k.mutable and k.storage == storage)
+            for t, storage in GC_STORAGE.items()}
 TRANSFERS = {"set32": (True, False, "setBuffer32"), "copy32": (False, False, "copyBuffer32"),
              "set64": (True, True, "setBuffer64"), "copy64": (False, True, "copyBuffer64")}
 HUGE = [0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 4097, 10_000_001]
@@ -95,6 +99,26 @@ def _scalar_group(draw) -> list[Op]:
     return ops
 
 
+@st.composite
+def _transfer_group(draw) -> list[Op]:
+    """A buffer of any type through the 64-bit memory and a GC array of its own storage kind
+    ("match"), in and out, with offsets and counts that mostly fit."""
+    etype = draw(st.sampled_from(range(1, 12)))
+    length = draw(st.sampled_from([1, 3, 8, 17]))
+    offset = draw(st.sampled_from([0, 0, 1, 2]))
+    count = draw(st.sampled_from([0, 1, length - offset, length - offset + 1, length]))
+    guest = draw(st.sampled_from([0, 7, 65536 - 8 * length, 65535]))
+    array_offset = draw(st.sampled_from([0, 1, 3]))
+    array_length = max(0, array_offset + count + draw(st.sampled_from([0, 0, 2, -1])))
+    fill = draw(st.one_of(st.integers(0, U64), st.sampled_from([0x7FC00001, 0xFFFF, 0x80])))
+    kind = draw(st.sampled_from(["match", "match", "match", 9]))  # 9: the immutable i32 array
+    return [["packed", etype, length], ["fill", 1, 0, draw(_words())],
+            ["set64", ["recent", 0], 0, 1, 0, length], ["copy64", ["recent", 0], offset, 1, guest, count],
+            ["setGC", ["recent", 0], offset, kind, array_length, array_offset, count, fill],
+            ["copyGC", ["recent", 0], offset, kind, array_length, array_offset, count],
+            ["copy32", ["recent", 0], 0, 0, 1024, length]]
+
+
 def _op() -> st.SearchStrategy[list[Op]]:
     kid = st.one_of(st.sampled_from(sorted(KERNELS)), st.sampled_from([0, 10, 0xFFFFFFFF]))
     tname = st.one_of(st.sampled_from(TYPE_NAMES), st.just("match"), st.just("match"))
@@ -120,7 +144,7 @@ def _op() -> st.SearchStrategy[list[Op]]:
         st.tuples(st.just("fill"), st.sampled_from([0, 1]), st.sampled_from([0, 0, 4, 64, 65000]), _words()),
     ).map(lambda t: [list(t)])
     create = st.tuples(st.sampled_from(["create", "packed"]), st.sampled_from(range(1, 12)), st.sampled_from(SMALL_COUNTS))
-    return st.one_of(single, single, create.map(lambda t: [list(t)]), _setup(), _scalar_group())
+    return st.one_of(single, single, create.map(lambda t: [list(t)]), _setup(), _scalar_group(), _transfer_group())
 
 
 def sequences() -> st.SearchStrategy[list[Op]]:
@@ -144,25 +168,30 @@ def _resolve_handle(sym: Any, model: Model, handles: list[int], other: int) -> i
 def resolve(op: Op, model: Model, handles: list[int], other: int) -> list:
     """The op's arguments with every symbolic handle made concrete (the same on both hosts); for a
     scalar access also the type "match" (the buffer's own type) and the index ["in", k] (k modulo
-    the buffer's length), so that accesses also get past the type and range checks."""
+    the buffer's length), and for a GC transfer the array kind "match" (the buffer's storage), so
+    that calls also get past the type and range checks."""
     if op[0] in ("read", "write"):
         handle = _resolve_handle(op[2], model, handles, other)
         buf = model.buffers.get(handle)
         tname = op[1] if op[1] != "match" else (buf.element.name if buf else "I32")
         index = op[3] if not isinstance(op[3], (list, tuple)) else op[3][1] % max(1, buf.length if buf else 1)
         return [tname, handle, index, *op[4:]]
-    return [_resolve_handle(a, model, handles, other) if isinstance(a, (list, tuple)) else a for a in op[1:]]
+    args = [_resolve_handle(a, model, handles, other) if isinstance(a, (list, tuple)) else a for a in op[1:]]
+    if op[0] in ("setGC", "copyGC") and args[2] == "match":
+        buf = model.buffers.get(args[0])
+        args[2] = GC_MATCH.get(buf.element.name, 0) if buf else 0
+    return args
 
 
 # ---- the model's answer ----------------------------------------------------------------------------
-def _trap(fn, *args):
+def _trap(fn: Any, *args: Any) -> Observation:
     try:
         return fn(*args)
     except ScalarTrap as trap:
         return ["trap", scalar_trap(trap.status)]
 
 
-def _model_run(model: Model, kid: int, count: int):
+def _model_run(model: Model, kid: int, count: int) -> Observation:
     result = _trap(model.run, KERNELS[kid], count)
     return result if isinstance(result, list) else None
 
@@ -193,7 +222,7 @@ PREDICT = {
 }
 
 
-def predict(model: Model, op: Op, args: list):
+def predict(model: Model, op: Op, args: list) -> Observation:
     if op[0] in TRANSFERS:
         setting, address64, _ = TRANSFERS[op[0]]
         return int(model.transfer(setting, address64, *args))
@@ -210,7 +239,7 @@ def _i32s(args: list) -> list[int]:
     return [_signed(a, 32) for a in args]
 
 
-def _host_run(inst, kid: int, count: int):
+def _host_run(inst: Any, kid: int, count: int) -> Observation:
     try:
         inst.call(f"wago_gpu.cpu.{KERNELS[kid].name}", _signed(count, 32))
         return None
@@ -218,18 +247,18 @@ def _host_run(inst, kid: int, count: int):
         return ["trap", trap_text(exc)]
 
 
-def _host_dispatch(inst, kid: int, count: int) -> list:
+def _host_dispatch(inst: Any, kid: int, count: int) -> list:
     status = inst.call("dispatch", _signed(kid, 32), _signed(count, 32))
     return [status, _host_run(inst, kid, count) if status == 1 else None]
 
 
-def _transfer(inst, op: Op, args: list):
+def _transfer(inst: Any, op: Op, args: list) -> Observation:
     _, address64, export = TRANSFERS[op[0]]
     h, off, mem, guest, count = args
     return inst.call(export, *_i32s([h, off, mem]), _signed(guest, 64 if address64 else 32), _signed(count, 32))
 
 
-def _scalar(inst, op: Op, args: list):
+def _scalar(inst: Any, op: Op, args: list) -> Observation:
     if op[0] == "read":
         return inst.call(f"read{args[0]}", *_i32s(args[1:])) & U64
     inst.call(f"write{args[0]}", *_i32s(args[1:3]), _signed(args[3], 64))
@@ -252,7 +281,7 @@ EXECUTE = {
 }
 
 
-def execute(inst, op: Op, args: list):
+def execute(inst: Any, op: Op, args: list) -> Observation:
     try:
         if op[0] in TRANSFERS:
             return _transfer(inst, op, args)

@@ -204,10 +204,7 @@ class _Gen:
         kinds += ["return", "trap", "drop"]
         if self.extended:
             kinds += ["narrow", "narrow"] + (["fnarrow", "reinterpret"] if self.floats else [])
-            if self.labels:
-                kinds.append("br_out")
-            if depth > 0 and self.loops < 2 and not self.big_loop:
-                kinds.append("data_loop")
+            kinds += ["br_out"] * bool(self.labels) + ["data_loop"] * (depth > 0 and self.loops < 2 and not self.big_loop)
         kind = self.pick(kinds)
         d = depth - 1
         if kind in EXTENDED_STATEMENTS:
