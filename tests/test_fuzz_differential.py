@@ -12,9 +12,9 @@ from hostile_model import f32_to_half, half_to_f32  # noqa: E402
 
 
 def test_a_short_seeded_run_agrees_three_ways():
-    stats = differential.fuzz(seconds=60, examples=8, seed=3, long_loops=False)
-    assert stats.examples == 8
-    assert stats.gpu_ran >= 2 and stats.gpu_ran + stats.traps + sum(stats.fallbacks.values()) == 8
+    stats = differential.fuzz(seconds=60, examples=5, seed=3, long_loops=False)
+    assert stats.examples == 5
+    assert stats.gpu_ran >= 1 and stats.gpu_ran + stats.traps + sum(stats.fallbacks.values()) == 5
 
 
 def _accessor_f16():
