@@ -59,6 +59,7 @@ DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
 FLOAT_SLOTS = {3: classify_f32, 7: classify_f16}  # outputs written with f32 arithmetic
 COUNTS = [1, 5, 64, 80, 300]
 RECYCLE_EVERY = 150  # fresh hosts now and then, so no cache grows without bound
+RUN_TIMEOUT = 60.0  # lavapipe on a loaded machine can take seconds for one dispatch; the default is 5 s
 HELPERS = """
   (func (export "put") (param i32 i32 i32) (result i32)
     (call $setBuffer32 (local.get 0) (i32.const 0) (i32.const 0) (local.get 1) (local.get 2)))
@@ -162,11 +163,12 @@ class Stats:
     traps: int = 0
     trap_kinds: Counter = field(default_factory=Counter)  # plain wasmtime's trap messages
     fallbacks: Counter = field(default_factory=Counter)  # reason code of non-trapping status-1 dispatches
+    timeouts: int = 0  # GPU dispatches past run_timeout (CANCELLED, nothing published, host quarantined)
     floats: Counter = field(default_factory=Counter)  # FloatClass of every differing float word
 
     def line(self, seconds: float) -> str:
         return (f"{self.examples} examples in {seconds:.1f} s ({self.examples / max(seconds, 1e-9):.2f}/s): "
-                f"{self.gpu_ran} on the GPU, {self.traps} trapping {dict(self.trap_kinds)}, fallbacks {dict(self.fallbacks)}, "
+                f"{self.gpu_ran} on the GPU, {self.timeouts} past run_timeout, {self.traps} trapping {dict(self.trap_kinds)}, fallbacks {dict(self.fallbacks)}, "
                 f"differing float words {dict(self.floats)}")
 
 
@@ -184,6 +186,11 @@ def check_cpu(cpu: HostRun, plain: PlainRun, case: Case) -> None:
 
 
 def check_gpu(gpu: HostRun, plain: PlainRun, case: Case, stats: Stats) -> None:
+    if gpu.status == 9:  # past run_timeout: CANCELLED is the spec's answer, and nothing may be published
+        if bad := _same(gpu.slots, case.arrays()):
+            raise Mismatch(f"a CANCELLED dispatch changed slots {bad}", case)
+        stats.timeouts += 1
+        return
     if plain.trap is not None or gpu.status == 1:
         if gpu.status != 1:
             raise Mismatch(f"GPU path answered {gpu.status} where Wasm traps ({plain.trap})", case)
@@ -227,7 +234,7 @@ class Differential:
         if self.cpu is None or self.gpu is None or self.used >= RECYCLE_EVERY:
             self.close()
             self.cpu = Host(Config(kernels=[KERNEL], disabled=True))
-            self.gpu = Host(Config(kernels=[KERNEL], allow_software_adapter=True))
+            self.gpu = Host(Config(kernels=[KERNEL], allow_software_adapter=True, run_timeout=RUN_TIMEOUT))
             if self.gpu.buffer_snapshot().device_state != "USABLE":
                 raise RuntimeError(f"no GPU adapter opened: {self.gpu.buffer_snapshot().reason}")
         self.used += 1
@@ -242,8 +249,11 @@ class Differential:
         if plain.trap is not None:
             stats.trap_kinds[plain.trap] += 1
         check_cpu(run_host(cpu, wasm, case), plain, case)
-        check_gpu(run_host(gpu, wasm, case), plain, case, stats)
-        if gpu.buffer_snapshot().device_state != "USABLE":
+        gpu_run = run_host(gpu, wasm, case)
+        check_gpu(gpu_run, plain, case, stats)
+        if gpu_run.status == 9:
+            self.used = RECYCLE_EVERY  # the timeout quarantined the device: fresh hosts next time
+        elif gpu.buffer_snapshot().device_state != "USABLE":
             raise Mismatch(f"the GPU host was quarantined: {gpu.buffer_snapshot().reason}", case)
 
     def close(self) -> None:
@@ -332,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAIL: {exc}\nkept in {keep(exc.case)}")
     seconds = time.monotonic() - t0
     print(FuzzResult("differential", stats.examples, seconds, failures,
-                     {"gpu_ran": stats.gpu_ran, "traps": dict(stats.trap_kinds), "fallbacks": dict(stats.fallbacks),
+                     {"gpu_ran": stats.gpu_ran, "timeouts": stats.timeouts, "traps": dict(stats.trap_kinds), "fallbacks": dict(stats.fallbacks),
                       "float_classes": dict(stats.floats)}).line(), flush=True)
     return 1 if failures else 0
 

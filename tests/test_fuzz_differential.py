@@ -76,6 +76,13 @@ def test_a_wrong_gpu_answer_or_a_published_trap_is_reported():
     differential.check_gpu(_run(0, {k: v.copy() for k, v in want.items()}), plain, case, stats)
     with pytest.raises(differential.Mismatch, match="slot 2 element 0"):
         differential.check_gpu(_run(0, {2: np.array([6], "<u4"), 3: want[3]}), plain, case, stats)
+    cancelled = differential.Case("", False, 1, 1, {s: [0] for s in range(8)})
+    differential.check_gpu(_run(9, {s: a.copy() for s, a in cancelled.arrays().items()}), plain, cancelled, stats)
+    assert stats.timeouts == 1  # past run_timeout, nothing published: the spec's answer
+    published = {s: a.copy() for s, a in cancelled.arrays().items()}
+    published[2][0] = 5
+    with pytest.raises(differential.Mismatch, match="CANCELLED dispatch changed slots"):
+        differential.check_gpu(_run(9, published), plain, cancelled, stats)
     trapping = differential.PlainRun(want, "wasm trap: UNREACHABLE", 0)
     with pytest.raises(differential.Mismatch, match="where Wasm traps"):
         differential.check_gpu(_run(0, want), trapping, case, stats)
