@@ -6,18 +6,25 @@ raising is a crash that libFuzzer reports and saves.
 
     python fuzz/fuzz_compiler.py -max_total_time=600 fuzz/corpus        # 10 minutes
     python fuzz/fuzz_compiler.py --write-seeds fuzz/corpus              # seed the corpus first
+    python fuzz/fuzz_compiler.py -runs=200000 fuzz/corpus                # exactly 200,000 executions
+
+libFuzzer's final statistics are always printed (-print_final_stats=1); the last line is
+`FUZZ-RESULT {json}` (fuzz/fuzz_result.py) with libFuzzer's own count of executed inputs.
 
 The module imports without atheris (tests call test_one_input directly).
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for _path in (ROOT, HERE):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 try:
     import atheris  # type: ignore[import-not-found]
@@ -25,19 +32,22 @@ except ImportError:  # the harness stays importable; main() explains what is mis
     atheris = None
 
 if atheris is not None:
-    with atheris.instrument_imports():
-        from wagogpu.compiler import (CompileError, ModuleContract, compile_buffer_wgsl, compile_wgsl,
-                                      inspect_module)
-        from wagogpu.compiler import reader as lim
-else:
-    from wagogpu.compiler import CompileError, ModuleContract, compile_buffer_wgsl, compile_wgsl, inspect_module
-    from wagogpu.compiler import reader as lim
+    with atheris.instrument_imports(include=["wagogpu.compiler"]):
+        import wagogpu.compiler  # noqa: F401 (instrumented: coverage guides the mutations)
 
-from wagogpu.abi.table import Access, ElementType  # noqa: E402
-from wagogpu.config import BindingConfig, KernelConfig  # noqa: E402
+from wagogpu import (Access, BindingConfig, CompileError, ElementType, KernelConfig,  # noqa: E402
+                     compile_buffer_wgsl, compile_wgsl)
+from fuzz_result import FuzzResult  # noqa: E402
+from wagogpu.compiler import inspect_module  # noqa: E402
+
+MAX_WGSL_BYTES = 512 * 1024  # one buffer kernel's WGSL (compiler.md §3)
 
 TWICE = KernelConfig(1, "wago_gpu.kernel.twice", "wago_gpu.cpu.twice",
                      [BindingConfig(0, ElementType.F32, Access.READ), BindingConfig(1, ElementType.F32, Access.WRITE)])
+
+
+CHILD = "WAGOGPU_ATHERIS_CHILD"  # set in the process that runs libFuzzer (see main)
+STAT_EXECUTED = "stat::number_of_executed_units:"
 
 
 def test_one_input(data: bytes) -> None:
@@ -47,15 +57,15 @@ def test_one_input(data: bytes) -> None:
         if type(e) is not CompileError:
             raise
     else:
-        if len(wgsl) > lim.MAX_WGSL_BYTES:
+        if len(wgsl) > MAX_WGSL_BYTES:
             raise AssertionError("buffer shader over the WGSL byte limit")
     try:
         compile_wgsl(data, "kernel")
     except CompileError as e:
         if type(e) is not CompileError:
             raise
-    if not isinstance(inspect_module(data, [TWICE], kernel_export="kernel"), ModuleContract):
-        raise AssertionError("inspect_module returned something else")
+    if not isinstance(getattr(inspect_module(data, [TWICE], kernel_export="kernel"), "verified", None), bool):
+        raise AssertionError("inspect_module returned no module contract")
 
 
 def write_seeds(directory: str) -> int:
@@ -80,6 +90,26 @@ def write_seeds(directory: str) -> int:
     return len(seeds)
 
 
+def _supervise(argv: list[str]) -> int:
+    """Run libFuzzer in a child process and echo its output; libFuzzer ends that process without
+    returning to Python, so only a parent can print the final FUZZ-RESULT line from its statistics."""
+    started = time.monotonic()
+    child = subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv[1:]], stderr=subprocess.PIPE,
+                             env={**os.environ, CHILD: "1"}, text=True, errors="replace")
+    executions, crashed = 0, False
+    assert child.stderr is not None
+    for line in child.stderr:
+        sys.stderr.write(line)
+        if line.startswith(STAT_EXECUTED):
+            executions = int(line[len(STAT_EXECUTED):])
+        crashed = crashed or line.startswith(("==", "=== Uncaught Python exception"))
+    rc = child.wait()
+    failures = int(rc != 0 or crashed)
+    print(FuzzResult("atheris", executions, time.monotonic() - started, failures, {"returncode": rc}).line(),
+          flush=True)
+    return rc
+
+
 def main(argv: list[str]) -> int:
     if len(argv) >= 3 and argv[1] == "--write-seeds":
         print(f"wrote {write_seeds(argv[2])} seeds to {argv[2]}")
@@ -87,6 +117,10 @@ def main(argv: list[str]) -> int:
     if atheris is None:
         print("atheris is not installed: pip install -e '.[fuzz]' (or use fuzz/hypothesis_fuzz.py)", file=sys.stderr)
         return 2
+    if not any(a.startswith("-print_final_stats") for a in argv):
+        argv = argv + ["-print_final_stats=1"]
+    if os.environ.get(CHILD) != "1":
+        return _supervise(argv)
     atheris.Setup(argv, test_one_input)
     atheris.Fuzz()
     return 0

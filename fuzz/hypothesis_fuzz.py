@@ -10,6 +10,9 @@ Inputs: random bytes (bare and behind a valid header), random section soups, ran
 GPU subset (tests/compiler/strategies.py) and byte mutations of those and of the fixtures.
 
     python fuzz/hypothesis_fuzz.py --minutes 10
+    python fuzz/hypothesis_fuzz.py --executions 200000 --quiet
+
+Its last line is `FUZZ-RESULT {json}` (fuzz/fuzz_result.py): the exact number of inputs checked.
 """
 from __future__ import annotations
 
@@ -22,20 +25,21 @@ from typing import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for path in (ROOT, os.path.join(ROOT, "tests", "compiler")):
+for path in (ROOT, HERE, os.path.join(ROOT, "tests", "compiler")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from fuzz_result import FuzzResult  # noqa: E402
 from strategies import mutations, subset_kernels  # noqa: E402
-from wagogpu.abi.table import Access, ElementType  # noqa: E402
-from wagogpu.compiler import (CompileError, ModuleContract, compile_buffer_wgsl, compile_wgsl,  # noqa: E402
-                              inspect_module)
-from wagogpu.compiler import reader as lim  # noqa: E402
-from wagogpu.config import BindingConfig, KernelConfig  # noqa: E402
+from wagogpu import (Access, BindingConfig, CompileError, ElementType, KernelConfig,  # noqa: E402
+                     compile_buffer_wgsl, compile_wgsl)
+from wagogpu.compiler import inspect_module  # noqa: E402
 from wasmgen import HEADER, section, uleb  # noqa: E402
+
+MAX_WGSL_BYTES = 512 * 1024  # one buffer kernel's WGSL (compiler.md §3)
 
 # The reference fuzzer's fixed config: twice, slot 0 F32 READ, slot 1 F32 WRITE.
 TWICE = KernelConfig(1, "wago_gpu.kernel.twice", "wago_gpu.cpu.twice",
@@ -72,7 +76,7 @@ def check_input(source: bytes, kernel: KernelConfig, stats: Stats, max_seconds: 
         stats.rejected[e.kind.name] = stats.rejected.get(e.kind.name, 0) + 1
     else:
         stats.compiled += 1
-        if not isinstance(wgsl, str) or len(wgsl) > lim.MAX_WGSL_BYTES:
+        if not isinstance(wgsl, str) or len(wgsl) > MAX_WGSL_BYTES:
             raise PropertyFailure("buffer shader missing or over the WGSL byte limit")
         if on_wgsl is not None:
             on_wgsl(wgsl)
@@ -85,8 +89,8 @@ def check_input(source: bytes, kernel: KernelConfig, stats: Stats, max_seconds: 
         if on_wgsl is not None:
             on_wgsl(legacy)
     contract = inspect_module(source, [kernel], kernel_export="kernel")
-    if not isinstance(contract, ModuleContract):
-        raise PropertyFailure("inspect_module returned something else")
+    if not isinstance(getattr(contract, "verified", None), bool):
+        raise PropertyFailure("inspect_module returned no module contract")
     elapsed = time.perf_counter() - t0
     stats.slowest = max(stats.slowest, elapsed)
     if elapsed > max_seconds:
@@ -117,21 +121,27 @@ def inputs() -> st.SearchStrategy[tuple[bytes, KernelConfig]]:
 
 
 def run(seconds: float, max_input_seconds: float = 5.0, chunk: int = 100,
-        on_wgsl: Callable[[str], None] | None = None, verbose: bool = False) -> Stats:
-    """Fuzz for about `seconds`, in chunks of `chunk` examples (fresh seeds each); raise on a failure."""
+        on_wgsl: Callable[[str], None] | None = None, verbose: bool = False,
+        executions: int | None = None) -> Stats:
+    """Fuzz for about `seconds` or exactly `executions` inputs (whichever ends first), in chunks of
+    `chunk` examples (fresh seeds each); raise PropertyFailure on the first failing input."""
     stats = Stats()
     deadline = time.monotonic() + seconds
+    limit = executions if executions is not None else float("inf")
+
+    def done() -> bool:
+        return stats.inputs >= limit or time.monotonic() > deadline
 
     @settings(max_examples=chunk, database=None, deadline=None, derandomize=False,
               suppress_health_check=list(HealthCheck))
     @given(inputs())
     def one(case: tuple[bytes, KernelConfig]) -> None:
-        if time.monotonic() > deadline:
-            return
+        if done():
+            return  # hypothesis still draws the rest of the chunk; those are not counted
         check_input(case[0], case[1], stats, max_input_seconds, on_wgsl)
 
     start = time.monotonic()
-    while time.monotonic() < deadline:
+    while not done():
         one()
         if verbose:
             print(stats.line(time.monotonic() - start), flush=True)
@@ -140,14 +150,23 @@ def run(seconds: float, max_input_seconds: float = 5.0, chunk: int = 100,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=1.0, help="how long to fuzz (default 1)")
+    parser.add_argument("--minutes", type=float, default=None, help="how long to fuzz (default 1 without --executions)")
+    parser.add_argument("--executions", type=int, default=None, help="stop after exactly this many inputs")
     parser.add_argument("--max-input-seconds", type=float, default=5.0, help="time bound per input")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
+    minutes = args.minutes if args.minutes is not None else (1.0 if args.executions is None else 1e9)
     t0 = time.monotonic()
-    stats = run(args.minutes * 60, args.max_input_seconds, verbose=not args.quiet)
-    print("PASS:", stats.line(time.monotonic() - t0))
-    return 0
+    failures, outcome, stats = 0, "PASS", Stats()
+    try:
+        stats = run(minutes * 60, args.max_input_seconds, verbose=not args.quiet, executions=args.executions)
+    except Exception as exc:  # the first failing input, already shrunk by hypothesis
+        failures, outcome = 1, f"FAIL: {type(exc).__name__}: {exc}"
+    seconds = time.monotonic() - t0
+    print(outcome if failures else f"PASS: {stats.line(seconds)}")
+    print(FuzzResult("hypothesis", stats.inputs, seconds, failures,
+                     {"compiled": stats.compiled, "rejected": stats.rejected}).line(), flush=True)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

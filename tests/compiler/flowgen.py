@@ -18,6 +18,14 @@ must match them bit for bit.
 
 Loops run a constant number of times (at most 3, nested at most twice) with their own counter
 local, so the default loop budget is never reached; branches only ever leave loops.
+
+`flow_programs(extended=True)` (the differential fuzzer, fuzz/differential.py) adds, over
+EXTENDED_BINDINGS (three more slots: 5 I16 READ_WRITE, 6 F16 READ, 7 F16 WRITE): loops whose trip
+count comes from the data (for two elements up to 2^21 - 1 trips: past 65,535 and past the loop
+budget),
+left by `br_if` and continued by an unconditional `br` to the loop label, unconditional `br` out of
+blocks, `local.tee`, typed `select`, narrow loads and stores (I16, U8, F16) and exact
+`f32.reinterpret_i32` stores.
 """
 from __future__ import annotations
 
@@ -46,8 +54,18 @@ F_ROUND = ["ceil", "floor", "trunc", "nearest", "abs", "neg"]
 F_BINARY = ["add", "sub", "mul", "min", "max", "copysign"]
 
 
-def flow_kernel(name: str = "k") -> KernelConfig:
-    return KernelConfig(1, f"wago_gpu.kernel.{name}", f"wago_gpu.cpu.{name}", FLOW_BINDINGS, relaxed_float=True)
+EXTENDED_BINDINGS = FLOW_BINDINGS + [BindingConfig(5, ElementType.I16, Access.READ_WRITE),
+                                     BindingConfig(6, ElementType.F16, Access.READ),
+                                     BindingConfig(7, ElementType.F16, Access.WRITE)]
+# trip-count masks of data-dependent loops: mostly short, now and then past 65,535 trips (lavapipe's
+# silent cut) or past the loop budget (2^20); long loops run only for elements 0 and 1
+TRIP_MASKS = [1, 3, 7, 15, 3, 7, 0xFFFF, 0x1FFFF, 0x1FFFFF]
+BIG_TRIPS = 0xFFFF
+
+
+def flow_kernel(name: str = "k", extended: bool = False) -> KernelConfig:
+    bindings = EXTENDED_BINDINGS if extended else FLOW_BINDINGS
+    return KernelConfig(1, f"wago_gpu.kernel.{name}", f"wago_gpu.cpu.{name}", bindings, relaxed_float=True)
 
 
 @dataclass
@@ -69,9 +87,13 @@ def _write(slot: int, t: str, value: str) -> str:
 
 
 class _Gen:
-    def __init__(self, draw, floats: bool):
+    def __init__(self, draw, floats: bool, extended: bool = False, long_loops: bool = True):
         self.draw = draw
         self.floats = floats
+        self.extended = extended
+        self.long_loops = long_loops  # data loops may run past 65,535 trips
+        self.big_loop = False  # inside a long data loop: no data loop nests there
+        self.data_loops = 0  # enclosing data loops (a long loop only where there is none)
         self.labels: list[str] = []  # enclosing block labels a branch may leave (never loop labels)
         self.loops = 0
         self.serial = 0
@@ -97,6 +119,8 @@ class _Gen:
         if kind == "index":
             return "(local.get $i)"
         if kind == "load":
+            if self.extended and self.draw(st.integers(0, 2)) == 0:
+                return _read(5, "I16")
             return _read(0, "I32") if self.draw(st.booleans()) else _read(4, "U8")
         op = self.pick(["trunc_f32_s", "trunc_f32_u", "trunc_sat_f32_s", "trunc_sat_f32_u", "reinterpret_f32",
                         "compare"])
@@ -107,9 +131,14 @@ class _Gen:
     def iexpr(self, depth: int) -> str:
         if depth <= 0 or self.draw(st.integers(0, 4)) == 0:
             return self.ileaf()
-        kinds = ["binary"] * 5 + ["unary", "division", "select", "gather", "block", "if", "mv_block", "mv_if"]
+        extra = ["tee", "typed_select"] if self.extended else []
+        kinds = ["binary"] * 5 + ["unary", "division", "select", "gather", "block", "if", "mv_block", "mv_if"] + extra
         kind = self.pick(kinds + ["mv_loop"] if self.loops < 2 else kinds)
         d = depth - 1
+        if kind == "tee":
+            return f"(local.tee {self.pick(INT_LOCALS)} {self.iexpr(d)})"
+        if kind == "typed_select":
+            return f"(select (result i32) {self.iexpr(d)} {self.iexpr(d)} {self.iexpr(d)})"
         if kind == "binary":
             return f"(i32.{self.pick(I_BINARY)} {self.iexpr(d)} {self.iexpr(d)})"
         if kind == "unary":
@@ -156,6 +185,8 @@ class _Gen:
         """An exact f32: a constant or an input."""
         if self.draw(st.booleans()):
             return f"(f32.const {self.pick(NICE_FLOATS)})"
+        if self.extended and self.draw(st.integers(0, 2)) == 0:
+            return _read(6, "F16")  # halves of small quarters, +-0, +-Inf, NaN: exact in f32
         return _read(1, "F32")
 
     def fexpr(self, depth: int) -> str:
@@ -194,8 +225,13 @@ class _Gen:
         if self.labels:
             kinds.append("leave")
         kinds += ["return", "trap", "drop"]
+        if self.extended:
+            kinds += ["narrow", "narrow"] + (["fnarrow", "reinterpret"] if self.floats else [])
+            kinds += ["br_out"] * bool(self.labels) + ["data_loop"] * (depth > 0 and self.loops < 2 and not self.big_loop)
         kind = self.pick(kinds)
         d = depth - 1
+        if kind in EXTENDED_STATEMENTS:
+            return EXTENDED_STATEMENTS[kind](self, d)
         if kind == "set":
             return f"(local.set {self.pick(INT_LOCALS)} {self.iexpr(3)})"
         if kind == "fset":
@@ -240,11 +276,61 @@ class _Gen:
         return f"(drop {self.iexpr(2)})"
 
 
+def _narrow(gen: _Gen, d: int) -> str:
+    if gen.draw(st.booleans()):
+        return _write(5, "I16", gen.iexpr(2))
+    return _write(4, "U8", gen.iexpr(2))
+
+
+def _fnarrow(gen: _Gen, d: int) -> str:
+    return _write(7, "F16", gen.fexpr(2))
+
+
+def _reinterpret(gen: _Gen, d: int) -> str:
+    """Any bit pattern stored through f32 unchanged (a copy: exact on every adapter)."""
+    return _write(3, "F32", f"(f32.reinterpret_i32 {gen.iexpr(2)})")
+
+
+def _br_out(gen: _Gen, d: int) -> str:
+    """Leave an enclosing block unconditionally from inside an if."""
+    return f"(if {gen.iexpr(2)} (then {gen.statements(max(d, 0), 2)} (br {gen.pick(gen.labels)})))"
+
+
+def _data_loop(gen: _Gen, d: int) -> str:
+    """A loop whose trip count is a masked input: br_if leaves it, br continues it."""
+    counter = f"$k{gen.loops}"
+    mask = gen.pick(TRIP_MASKS if gen.long_loops and not gen.data_loops else TRIP_MASKS[:6])
+    big = mask >= BIG_TRIPS
+    gen.loops += 1
+    gen.data_loops += 1
+    exit_label, loop_label = gen.label(), gen.label()
+    gen.big_loop, was_big = gen.big_loop or big, gen.big_loop
+    body = gen.statements(0 if big else d, 1 if big else 3)  # a long loop keeps a light body
+    gen.big_loop = was_big
+    gen.loops -= 1
+    gen.data_loops -= 1
+    trips = f"(i32.and {_read(0, 'I32')} (i32.const {mask}))"
+    if big:  # only elements 0 and 1 loop long
+        trips = f"(select {trips} (i32.const 0) (i32.lt_u (local.get $i) (i32.const 2)))"
+    # every trip counts into $c, so a loop cut short changes what is written
+    body += " (local.set $c (i32.add (local.get $c) (i32.const 1)))"
+    after = " " + _write(2, "I32", "(local.get $c)") if big else ""
+    return (f"(local.set {counter} {trips}) (block {exit_label} (loop {loop_label} "
+            f"(br_if {exit_label} (i32.eqz (local.get {counter}))) {body} "
+            f"(local.set {counter} (i32.sub (local.get {counter}) (i32.const 1))) (br {loop_label})))"
+            + after)
+
+
+EXTENDED_STATEMENTS = {"narrow": _narrow, "fnarrow": _fnarrow, "reinterpret": _reinterpret, "br_out": _br_out,
+                       "data_loop": _data_loop}
+
+
 @st.composite
-def flow_programs(draw, floats: bool | None = None, depth: int = 3) -> FlowProgram:
+def flow_programs(draw, floats: bool | None = None, depth: int = 3, extended: bool = False,
+                  long_loops: bool = True) -> FlowProgram:
     """A random kernel of the extended subset (see the module docstring)."""
     use_floats = draw(st.booleans()) if floats is None else floats
-    gen = _Gen(draw, use_floats)
+    gen = _Gen(draw, use_floats, extended, long_loops)
     body = gen.statements(depth, 5)
     # one unconditional write first now and then, so some slots are not read_before_write
     if draw(st.booleans()):
@@ -265,3 +351,18 @@ def flow_inputs(draw, count: int) -> dict[int, "list[int]"]:
     old = draw(st.integers(0, 0xFFFFFFFF))
     return {0: [v & 0xFFFFFFFF for v in ints], 1: floats, 2: [old] * count, 3: [0x3F800000] * count,
             4: [(v * 7) & 0xFF for v in range(count)]}
+
+
+def extended_inputs(draw, count: int) -> dict[int, "list[int]"]:
+    """Stored values for every EXTENDED_BINDINGS slot: flow_inputs plus I16 words, F16 halves that
+    are exact in f32 (small quarters, +-0, +-Inf, NaN) and old contents of the F16 output."""
+    import numpy as np
+
+    values = flow_inputs(draw, count)
+    values[5] = draw(st.lists(st.integers(0, 0xFFFF), min_size=count, max_size=count))
+    quarters = draw(st.lists(st.one_of(st.integers(-16, 16).map(lambda q: q / 4),
+                                       st.sampled_from([float("inf"), float("-inf"), float("nan"), -0.0])),
+                             min_size=count, max_size=count))
+    values[6] = [int(h) for h in np.array(quarters, dtype=np.float16).view(np.uint16)]
+    values[7] = [draw(st.integers(0, 0xFFFF))] * count
+    return values
