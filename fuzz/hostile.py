@@ -15,7 +15,7 @@ copied out; after the sequence every live buffer's contents and both guest memor
 too, and both hosts must have seen the same (handles renumbered, a dispatch's 0 and 1 both
 counting as "ran"). Any difference fails; hypothesis shrinks the sequence, which is kept as JSON
 under fuzz/results/hostile-failure-*.json (replay with --replay; regression tests in
-tests/test_hostile_regressions.py).
+tests/host/test_hostile_regressions.py).
 
     python fuzz/hostile.py --minutes 10
     python fuzz/hostile.py --sequences 300 --seed 1

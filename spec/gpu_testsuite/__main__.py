@@ -3,7 +3,7 @@
 Runs the copied spec testsuite through wagogpu's GPU and CPU paths, prints one line per file,
 writes DIR/<adapter>.jsonl and rebuilds the Markdown table from every JSONL in DIR. Exit status 1
 when an integer result, a trap or the CPU path differs from the spec (float differences are
-recorded, not failures: tests/test_spec_testsuite.py holds each adapter to its record).
+recorded, not failures: tests/host/test_spec_testsuite.py holds each adapter to its record).
 --render-only rebuilds the Markdown from DIR without running anything.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What stays on the CPU among calls, globals, loads and stores, and the bounds of inlining
-(inline.py, globalvars.py, shadow.py, memload.py); the GPU runs are in tests/test_kernel_memory_gpu.py."""
+(inline.py, globalvars.py, shadow.py, memload.py); the GPU runs are in tests/host/test_kernel_memory_gpu.py."""
 from __future__ import annotations
 
 import pytest

@@ -3,7 +3,7 @@
 The guests travel as package data, so the demo runs from a plain `pip install .` too:
 start.wat and buffers.wat are copies of examples/start/start.wat and examples/buffers/buffers.wat,
 double.wasm and double_c.wasm copies of the Zig and C builds in examples/guests/
-(tests/test_examples.py checks that the copies match). The examples themselves live in the
+(tests/host/test_examples.py checks that the copies match). The examples themselves live in the
 checkout: `python -m examples.<name>`.
 
 Jobs, all on one host (one device) except the forced-fallback one, which needs its own config:

@@ -1,0 +1,247 @@
+"""Kernels of the extended subset end to end through Host on the adapter (lavapipe unless WAGO_GPU_TEST=1):
+the Mandelbrot loop kernel on the GPU; Wasm traps, an exhausted loop budget and out-of-range gathers
+make dispatch return 1 with nothing committed, and the guest's CPU runner then traps (or finishes)
+exactly as Wasm does; conditional writes keep the old contents; and random programs give the same
+buffers on the GPU path as on a CPU-only host."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig, Status
+from wagogpu.abi.table import TYPE_INFO
+from wagogpu.compiler import reader as lim
+
+from ..gpu_support import Guest, gpu_host
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compiler"))
+from flowgen import FLOW_BINDINGS, LOCALS, flow_inputs, flow_kernel, flow_programs  # noqa: E402
+
+E, A = ElementType, Access
+INT_KERNEL = KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k",
+                          [BindingConfig(0, E.I32, A.READ), BindingConfig(2, E.I32, A.WRITE)])  # no float consent
+
+
+def kernel_text(body: str, locals_: str = LOCALS, name: str = "k") -> str:
+    """The kernel `name` and a CPU runner that calls it for every index (runs inside tests/guests.abi_module)."""
+    return f"""
+  (func $kernel_{name} (export "wago_gpu.kernel.{name}") (param $i i32) {locals_} {body})
+  (func (export "wago_gpu.cpu.{name}") (param $n i32) (local $j i32)
+    (block $done (loop $next (br_if $done (i32.ge_u (local.get $j) (local.get $n)))
+      (call $kernel_{name} (local.get $j)) (local.set $j (i32.add (local.get $j) (i32.const 1))) (br $next))))"""
+
+
+def rd(slot: int, t: str = "I32", element: str = "(local.get $i)") -> str:
+    return f"(call $readBuffer{t} (call $getBuffer (i32.const {slot})) {element})"
+
+
+def wr(slot: int, t: str, value: str) -> str:
+    return f"(call $writeBuffer{t} (call $getBuffer (i32.const {slot})) (local.get $i) {value})"
+
+
+@dataclass
+class Job:
+    status: int  # dispatch's status
+    reason: str  # the dispatch's reason code
+    trapped: bool  # the CPU runner (run after status 1) trapped
+    outputs: dict[int, np.ndarray]  # every slot's stored values after the job
+    committed: set[int]  # slots whose buffer the dispatch itself changed (version bumped)
+
+
+def run_job(host: Host, body: str, kernel: KernelConfig, inputs: dict[int, list[int]], count: int,
+            locals_: str = LOCALS, length: int | None = None) -> Job:
+    """Create and fill one buffer per binding (length elements, default count), dispatch kernel 1
+    over count elements, run the CPU runner on status 1, read every buffer back."""
+    g = Guest(host, kernels=kernel_text(body, locals_))
+    try:
+        n = length if length is not None else count
+        handles = {}
+        for b in kernel.bindings:
+            width = TYPE_INFO[b.type].stored_bytes
+            dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32}[width]
+            data = np.asarray(inputs.get(b.slot, [0] * n), dtype=np.uint64).astype(dtype)
+            handles[b.slot] = g.create(b.type, n)
+            assert g.set_raw(handles[b.slot], data.tobytes(), n) == 0
+            assert g.inst.call("bindBuffer", b.slot, handles[b.slot]) == 0
+        before = {s: g.version(h) for s, h in handles.items()}
+        status = g.dispatch(kernel.id, count)
+        reason = g.last.reason_code
+        committed = {s for s, h in handles.items() if g.version(h) != before[s]}
+        trapped = False
+        if status == Status.CPU_FALLBACK:
+            try:
+                g.inst.call(kernel.cpu_export, count)
+            except Exception:
+                trapped = True
+        outputs = {}
+        for b in kernel.bindings:
+            width = TYPE_INFO[b.type].stored_bytes
+            assert g.inst.call("copyBuffer32", handles[b.slot], 0, 0, 0, n) == 0
+            raw = g.inst.read_memory(0, width * n)
+            outputs[b.slot] = np.frombuffer(raw, dtype={1: np.uint8, 2: np.uint16, 4: np.uint32}[width]).copy()
+        return Job(status, reason, trapped, outputs, committed)
+    finally:
+        g.inst.close()
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    host = gpu_host(kernels=[flow_kernel()])
+    yield host
+    host.close()
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    host = Host(Config(kernels=[flow_kernel()], disabled=True))
+    yield host
+    host.close()
+
+
+def inputs_for(count: int, ints) -> dict[int, list[int]]:
+    return {0: [v & 0xFFFFFFFF for v in ints], 1: [0x3F800000] * count, 2: [0xDEADBEEF] * count,
+            3: [0x40000000] * count, 4: [i & 0xFF for i in range(count)]}
+
+
+# ---- the Mandelbrot loop kernel ---------------------------------------------------------------------
+def test_mandelbrot_loop_kernel_runs_on_the_gpu():
+    from examples.mandelbrot.__main__ import MANDEL, STEP, GUEST
+
+    host = gpu_host(kernels=[STEP, MANDEL])
+    try:
+        module = host.compile(GUEST.read_bytes())
+        with host.instantiate(module) as inst:
+            assert inst.call("render_loop", 48, 32, 40) == 0
+            assert (inst.call("gpu_dispatches"), inst.call("cpu_dispatches")) == (1, 0)
+            gpu_counts = np.frombuffer(inst.read_memory(inst.call("counts_ptr"), 4 * 48 * 32), "<u4").copy()
+            assert inst.call("render_direct", 48, 32, 40) == 0
+            direct = np.frombuffer(inst.read_memory(inst.call("counts_ptr"), 4 * 48 * 32), "<u4").copy()
+        assert np.count_nonzero(gpu_counts != direct) <= 0.01 * direct.size
+        assert gpu_counts.max() == 40 and gpu_counts.min() < 5
+    finally:
+        host.close()
+
+
+# ---- traps, loop budget, gathers --------------------------------------------------------------------
+TRAPS = {
+    "div_by_zero": wr(2, "I32", f"(i32.div_s (i32.const 100) (i32.sub {rd(0)} (i32.const 7)))"),
+    "int_min_by_minus_one": wr(2, "I32", f"(i32.div_s (i32.const -2147483648) (i32.sub {rd(0)} (i32.const 8)))"),
+    "rem_by_zero": wr(2, "I32", f"(i32.rem_u (i32.const 100) (i32.sub {rd(0)} (i32.const 7)))"),
+    "trunc_out_of_range": wr(2, "I32", f"(i32.trunc_f32_s (f32.mul (f32.convert_i32_s {rd(0)}) (f32.const 4e8)))"),
+    "unreachable": f"(if (i32.eq {rd(0)} (i32.const 7)) (then unreachable))" + wr(2, "I32", "(i32.const 1)"),
+}
+
+
+@pytest.mark.parametrize("name", list(TRAPS))
+def test_wasm_traps_fall_back_and_the_runner_traps(gpu, cpu, name):
+    count = 300
+    ints = [3] * count
+    ints[257] = 7  # one element in the second workgroup traps
+    job = run_job(gpu, TRAPS[name], flow_kernel(), inputs_for(count, ints), count)
+    assert (job.status, job.reason, job.trapped) == (Status.CPU_FALLBACK, "KERNEL_TRAP", True)
+    assert job.committed == set()  # nothing committed: the buffers are still the ones the guest set
+    reference = run_job(cpu, TRAPS[name], flow_kernel(), inputs_for(count, ints), count)
+    assert reference.trapped and np.array_equal(job.outputs[2], reference.outputs[2])  # same partial effects
+    ok = run_job(gpu, TRAPS[name], flow_kernel(), inputs_for(count, [3] * count), count)
+    assert (ok.status, ok.trapped, ok.committed) == (Status.OK, False, {2})
+
+
+def test_loop_budget_falls_back_without_committing(monkeypatch):
+    monkeypatch.setattr(lim, "LOOP_BUDGET", 50)
+    host = gpu_host(kernels=[flow_kernel()])
+    try:
+        body = (f"(loop $l (br_if $l (i32.lt_u (local.tee $a (i32.add (local.get $a) (i32.const 1))) {rd(0)})))"
+                + wr(2, "I32", "(local.get $a)"))
+        count = 100
+        within = run_job(host, body, flow_kernel(), inputs_for(count, [50] * count), count)
+        assert within.status == Status.OK and (within.outputs[2] == 50).all()
+        over = run_job(host, body, flow_kernel(), inputs_for(count, [50] * 99 + [51]), count)
+        assert (over.status, over.reason, over.trapped) == (Status.CPU_FALLBACK, "LOOP_BUDGET", False)
+        assert over.committed == set()
+        assert over.outputs[2].tolist() == [50] * 99 + [51]  # the CPU runner finished the job
+    finally:
+        host.close()
+
+
+def test_gather_out_of_range_falls_back_and_the_runner_traps(gpu):
+    count = 100
+    body = wr(2, "I32", rd(0, element=f"(i32.add (local.get $i) {rd(0)})"))
+    inside = run_job(gpu, body, flow_kernel(), inputs_for(count, [1] * 99 + [0]), count)
+    assert inside.status == Status.OK
+    assert inside.outputs[2].tolist() == [1] * 98 + [0, 0]
+    beyond = run_job(gpu, body, flow_kernel(), inputs_for(count, [1] * count), count)
+    assert (beyond.status, beyond.reason, beyond.trapped) == (Status.CPU_FALLBACK, "INDEX_RANGE", True)
+    negative = run_job(gpu, body, flow_kernel(), inputs_for(count, [-5] * count), count)
+    assert (negative.reason, negative.trapped) == ("INDEX_RANGE", True)
+    # a gather reaches the whole buffer, past the dispatch count too
+    longer = run_job(gpu, body, flow_kernel(), inputs_for(count + 20, [20] * (count + 20)), count, length=count + 20)
+    assert longer.status == Status.OK and (longer.outputs[2][:count] == 20).all()
+
+
+def test_conditional_writes_keep_the_old_contents(gpu, cpu):
+    """A WRITE slot written only on some paths is seeded from its old contents (read_before_write)."""
+    body = (f"(if (i32.and {rd(0)} (i32.const 1)) (then {wr(2, 'I32', '(local.get $i)')}))"
+            f" (block $b (br_if $b (i32.lt_s {rd(0)} (i32.const 4))) {wr(4, 'U8', '(i32.const 200)')})")
+    count = 300
+    ints = list(range(count))
+    for length in (count, count + 40):  # the whole buffer, and a prefix of it
+        job = run_job(gpu, body, flow_kernel(), inputs_for(length, ints + [0] * 40), count, length=length)
+        ref = run_job(cpu, body, flow_kernel(), inputs_for(length, ints + [0] * 40), count, length=length)
+        assert job.status == Status.OK
+        assert np.array_equal(job.outputs[2], ref.outputs[2]) and np.array_equal(job.outputs[4], ref.outputs[4])
+        assert job.outputs[2][0] == 0xDEADBEEF and job.outputs[2][1] == 1
+
+
+def test_integer_loops_need_no_float_consent():
+    host = gpu_host(kernels=[INT_KERNEL])
+    try:
+        body = (f"(local.set $b {rd(0)}) (block $done (loop $next (br_if $done (i32.le_s (local.get $b) (i32.const 0)))"
+                " (local.set $a (i32.add (local.get $a) (local.get $b)))"
+                " (local.set $b (i32.sub (local.get $b) (i32.const 1))) (br $next)))" + wr(2, "I32", "(local.get $a)"))
+        count = 64
+        job = run_job(host, body, INT_KERNEL, {0: list(range(count))}, count, locals_="(local $a i32) (local $b i32)")
+        assert (job.status, job.reason) == (Status.OK, "NONE")
+        assert job.outputs[2].tolist() == [k * (k + 1) // 2 for k in range(count)]
+    finally:
+        host.close()
+
+
+# ---- differential: random programs, GPU path vs CPU-only host ----------------------------------------
+def _close_floats(a: np.ndarray, b: np.ndarray) -> bool:
+    fa, fb = a.view(np.float32).astype(np.float64), b.view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all((np.isnan(fa) & np.isnan(fb)) | np.isclose(fa, fb, rtol=1e-4, atol=1e-3) | (fa == fb)))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(st.data())
+def test_random_programs_same_on_gpu_and_cpu(gpu, cpu, data):
+    program = data.draw(flow_programs())
+    count = data.draw(st.sampled_from([64, 300]))
+    inputs = flow_inputs(data.draw, count)
+    job = run_job(gpu, program.body, flow_kernel(), inputs, count)
+    ref = run_job(cpu, program.body, flow_kernel(), inputs, count)
+    assert ref.status == Status.CPU_FALLBACK
+    assert job.trapped == ref.trapped, program.body
+    if job.status == Status.OK:
+        assert not ref.trapped
+    else:
+        assert job.status == Status.CPU_FALLBACK and job.reason in ("KERNEL_TRAP", "INDEX_RANGE"), job.reason
+        assert job.trapped and job.committed == set()
+    for slot, got in job.outputs.items():
+        if slot == 3 and not ref.trapped:
+            assert _close_floats(got, ref.outputs[3]), program.body
+        else:
+            assert np.array_equal(got, ref.outputs[slot]), (slot, program.body)
+
+
+def test_flow_bindings_are_what_the_generator_assumes():
+    assert [(b.slot, b.type, b.access) for b in FLOW_BINDINGS] == [
+        (0, E.I32, A.READ), (1, E.F32, A.READ), (2, E.I32, A.WRITE), (3, E.F32, A.READ_WRITE), (4, E.U8, A.READ_WRITE)]
