@@ -293,6 +293,7 @@ def go_guest(tmp_path_factory) -> bytes:
 
 @pytest.mark.parametrize("path, reason", [("cpu", "DISABLED"), pytest.param(
     "gpu", "UNSUPPORTED_KERNEL", marks=pytest.mark.gpu)])
+@pytest.mark.slow
 def test_tinygo_guest_source_with_standard_go(hosts, go_guest, path, reason):
     # Standard Go's kernel body keeps its own stack in a global: outside the GPU subset, so even
     # a GPU host answers 1 and the guest's CPU runner does the work.

@@ -17,6 +17,8 @@ from ..conftest import kernel
 from ..gpu_support import Guest, f32_bits, gpu_host
 from ..guests import runner_kernel
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 F32 = ElementType.F32
 TWICE = "(f32.mul $x (f32.const 2))"
 BODY_TWICE = ("(call $writeBufferF32 (call $getBuffer (i32.const 1)) (local.get 0)"

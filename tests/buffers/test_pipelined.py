@@ -14,6 +14,8 @@ from ..conftest import kernel
 from ..gpu_support import Guest, gpu_host
 from ..guests import runner_kernel
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 F32, I32 = ElementType.F32, ElementType.I32
 N = 256
 TWICE = "(f32.mul $x (f32.const 2))"

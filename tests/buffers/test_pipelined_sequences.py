@@ -15,6 +15,8 @@ from ..conftest import kernel
 from ..gpu_support import Guest, gpu_host
 from ..guests import runner_kernel
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 N = 512
 F32, I32 = ElementType.F32, ElementType.I32
 TWICE = "(f32.mul $x (f32.const 2))"

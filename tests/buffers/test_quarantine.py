@@ -17,8 +17,11 @@ from wagogpu.gpu import FaultInjector
 from ..conftest import kernel
 from ..gpu_support import HARDWARE_REQUIRED, Guest, gpu_host
 from ..guests import abi_module, runner_kernel
-from ..compiler.test_control_flow_gpu import INT_KERNEL, kernel_text
+from ..host.test_control_flow_gpu import INT_KERNEL, kernel_text
 from ..gpu.test_loop_limits import COUNTING, LOCALS
+import pytest
+
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
 
 F32, I32 = ElementType.F32, ElementType.I32
 DOUBLE = kernel(2, "double")

@@ -414,6 +414,7 @@ def test_mandelbrot_loop_kernel_lowers():
 
 
 # ---- differential: random programs -----------------------------------------------------------------
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(st.data())
 def test_random_programs_match_wasm(gpu, data):

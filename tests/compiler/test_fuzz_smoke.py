@@ -5,6 +5,8 @@ import importlib.util
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -16,6 +18,7 @@ def _load(name: str):
     return module
 
 
+@pytest.mark.slow
 def test_hypothesis_fuzzer_smoke(gpu):
     fuzzer = _load("hypothesis_fuzz")
     produced: set[str] = set()

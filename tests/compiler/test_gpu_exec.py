@@ -10,6 +10,8 @@ from wagogpu.compiler import workgroup_grid
 from wagogpu.compiler.wgsl import MAX_GRID_COUNT, ROW_INVOCATIONS
 from wasmgen import F32, FULL, I32, TM, f32add, f32c, f32sub, i32c, lget, lset, ltee
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 RW1 = config((0, E.F32, A.READ), (1, E.F32, A.READ_WRITE))
 
 

@@ -21,6 +21,8 @@ from wagogpu.compiler.decoder import decode_module
 from wagogpu.config import BindingConfig, KernelConfig
 from watkit import kernel_module, reference
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 E, A = ElementType, Access
 KERNEL = KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k",
                       [BindingConfig(0, E.I32, A.READ), BindingConfig(1, E.I32, A.READ),

@@ -14,6 +14,8 @@ from wagogpu.gpu.adapters import PRIMARY_BACKENDS, rank_adapters, select_adapter
 
 from .kernels import WGSL_X2, grid, params
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 
 def info(name: str, adapter_type: str = "DiscreteGPU", backend: str = "Vulkan", software: bool = False) -> AdapterInfo:
     return AdapterInfo(name=name, vendor="v", backend=backend, adapter_type=adapter_type, driver="d",

@@ -13,6 +13,8 @@ import pytest
 from wagogpu.gpu import GpuDevice, GpuUnavailable
 from wagogpu.gpu.backend import PUBLIC_ENV, DeviceApi, load_api
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -10,6 +10,8 @@ from wagogpu.gpu import DeviceFailure, DeviceTuning, ExecutePlan, FaultInjector
 
 from .kernels import WGSL_INC, WGSL_X2, grid, params, words
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 N = 64
 
 

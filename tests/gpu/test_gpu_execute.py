@@ -9,6 +9,8 @@ from wagogpu.gpu import DeviceFailure, DeviceTuning, ExecutePlan, ExecuteResult,
 
 from .kernels import WGSL_INC, WGSL_INDEX_2D, WGSL_X2, grid, params, words
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 
 @pytest.fixture(scope="module")
 def x2(device: GpuDevice):

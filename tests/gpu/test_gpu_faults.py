@@ -15,6 +15,8 @@ from wagogpu.gpu.pool import PoolKind
 
 from .kernels import WGSL_INC, WGSL_SLOW, WGSL_X2, grid, params
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 N = 512
 
 

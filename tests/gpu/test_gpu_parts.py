@@ -15,6 +15,8 @@ from wagogpu.gpu.pool import BufferPool, PoolKind, size_class
 
 from .kernels import WGSL_X2, grid, params
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 
 # ---------------------------------------------------------------- tuning
 

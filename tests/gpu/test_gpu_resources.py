@@ -10,6 +10,8 @@ from wagogpu.gpu import DeviceAllocationError, DeviceFailure, ExecutePlan, GpuDe
 
 from .kernels import WGSL_INC, WGSL_X2, grid, params
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 
 def test_buffers_create_and_release(device: GpuDevice) -> None:
     before = device.stats

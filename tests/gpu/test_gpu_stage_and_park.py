@@ -14,6 +14,8 @@ from wagogpu.gpu.pool import PoolKind
 
 from .kernels import WGSL_X2, grid, params
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 N = 3000
 
 

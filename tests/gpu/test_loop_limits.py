@@ -17,7 +17,9 @@ from wagogpu.gpu import ExecutePlan
 from wagogpu.gpu.probe import PROBE_PASSES, loop_budget
 
 from ..gpu_support import Guest, gpu_host
-from ..compiler.test_control_flow_gpu import INT_KERNEL, kernel_text, rd, wr
+from ..host.test_control_flow_gpu import INT_KERNEL, kernel_text, rd, wr
+
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
 
 LOCALS = "(local $a i32) (local $b i32) (local $k i32)"
 COUNT = 64  # elements: eight groups of eight lanes on lavapipe

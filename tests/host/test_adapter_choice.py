@@ -13,6 +13,8 @@ from ..conftest import kernel
 from ..gpu_support import HARDWARE_REQUIRED, Guest
 from ..guests import runner_kernel
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 
 @pytest.mark.parametrize("changes, message", [
     ({"adapter": -1}, "adapter: an index is 0 or more (as `wagogpu info` lists them), got -1"),

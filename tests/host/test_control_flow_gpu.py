@@ -23,6 +23,8 @@ from ..gpu_support import Guest, gpu_host
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compiler"))
 from flowgen import FLOW_BINDINGS, LOCALS, flow_inputs, flow_kernel, flow_programs  # noqa: E402
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 E, A = ElementType, Access
 INT_KERNEL = KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k",
                           [BindingConfig(0, E.I32, A.READ), BindingConfig(2, E.I32, A.WRITE)])  # no float consent
@@ -221,6 +223,7 @@ def _close_floats(a: np.ndarray, b: np.ndarray) -> bool:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
+@pytest.mark.slow
 @given(st.data())
 def test_random_programs_same_on_gpu_and_cpu(gpu, cpu, data):
     program = data.draw(flow_programs())

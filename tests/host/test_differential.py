@@ -12,6 +12,8 @@ from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConf
 
 from ..gpu_support import gpu_host
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 GUEST = (Path(__file__).resolve().parents[2] / "bench" / "guests" / "cpu_fallback.wat").read_text()
 SIZES = [1, 4, 1000, 65537, 300000]
 

@@ -11,6 +11,7 @@ from floatcmp import FloatClass, classify_f16, classify_f32  # noqa: E402
 from hostile_model import f32_to_half, half_to_f32  # noqa: E402
 
 
+@pytest.mark.slow
 def test_a_short_seeded_run_agrees_three_ways():
     stats = differential.fuzz(seconds=60, examples=5, seed=3, long_loops=False)
     assert stats.examples == 5

@@ -16,6 +16,8 @@ from ..gpu_support import gpu_host
 from ..gpu_support import Guest
 from .test_control_flow_gpu import kernel_text, rd
 
+pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
+
 E, A = ElementType, Access
 KERNEL = KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k",
                       [BindingConfig(0, E.I32, A.READ), BindingConfig(2, E.I32, A.WRITE)])

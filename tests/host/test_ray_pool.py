@@ -147,6 +147,7 @@ def test_a_placement_the_cluster_cannot_hold_is_refused():
 
 
 # -- results ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_tiles_equal_a_plain_host_and_the_zig_guest(pool):
     width, height, iterations = 96, 64, 50
     tiles = cut(width, height, 32)
@@ -254,6 +255,7 @@ def quarantine_first_two(slot: ActorSlot) -> Config:
     return Config(**GPU, run_timeout=0.02 if slot.hosts_opened < 2 else 5.0)
 
 
+@pytest.mark.slow
 def test_a_quarantined_host_is_replaced_and_the_job_rerun(cluster):
     with HostPool(quarantine_first_two, actors=1, num_cpus=0.5, retries=2) as gpu_pool:
         assert gpu_pool.actors()[0].state == "READY"
@@ -286,6 +288,7 @@ def test_a_quarantine_fails_the_job_when_no_attempt_is_left():
         runner.shutdown()
 
 
+@pytest.mark.slow
 def test_a_killed_actor_is_restarted_and_its_jobs_rerun(pool):
     before = {a.index: a.pid for a in pool.actors()}
     args = [(150, 130, 32, 32, 300, 300, 60000 + i) for i in range(4)]  # about 0.3 s each
@@ -340,6 +343,7 @@ trap("after")
 """
 
 
+@pytest.mark.slow
 def test_guests_in_the_driver_still_trap_while_and_after_the_pool_runs_ray():
     """Ray's driver takes (at ray.init) and resets (at ray.shutdown) the signals wasmtime's traps
     arrive on; without wasm_trap_handlers a trapping guest call kills the driver (exit 132)."""
