@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from .table import SLOT_COUNT, Access, ElementType
+from .table import SLOT_COUNT, TYPE_INFO, Access, ElementType
 
 KERNEL_PREFIX = "wago_gpu.kernel."
 CPU_PREFIX = "wago_gpu.cpu."
@@ -27,6 +27,10 @@ ROW_INVOCATIONS = MAX_GROUPS_PER_DIMENSION * WORKGROUP_SIZE  # 16,776,960 invoca
 # y <= 256 rows of ROW_INVOCATIONS, i.e. 65535 * 65536 = 4,294,901,760 elements.
 MAX_GRID_COUNT = ROW_INVOCATIONS * 256
 PARAMETER_BLOCK_BYTES = 16
+# u32 words per element on the GPU (an extension of the reference, whose 64-bit types stay on the
+# CPU): one for the types up to 32 bits (narrow ones zero-extended into the low bits), two for the
+# 64-bit types I64, U64 and F64, whose raw bits travel as they are stored (low word first).
+GPU_WORDS: dict[ElementType, int] = {t: 2 if info.stored_bytes == 8 else 1 for t, info in TYPE_INFO.items()}
 ERROR_WORD_BYTES = 16  # array<atomic<u32>, 4>: word 0 holds the first KernelError raised
 
 

@@ -91,9 +91,9 @@ def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = Tr
     start, end = select_body(module, kernel)
     facts = binding_facts(kernel.bindings)
     body = lower_body(module, start, end, facts)
-    if body.error_word or body.helpers:
+    if body.error_word or body.helpers or facts.wide:
         text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d, body.error_word,
-                        helper_text(body.helpers))
+                        helper_text(body.helpers), facts.wide)
     else:  # every kernel of the reference subset
         text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d)
     if len(text) > lim.MAX_WGSL_BYTES:

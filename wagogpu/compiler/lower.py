@@ -34,6 +34,7 @@ from .reader import ReaderError
 from .records import CONSTANT, NUMBER, Form
 
 VALUE = Form.VALUE
+OP_RETURN, OP_END = 0x0F, 0x0B
 
 MAX_LINE_BYTES = 100  # no statement the fast rows emit is longer (the longest, an I8 load, is about 80 bytes)
 UNPACK_U32: Callable[[bytes, int], tuple[int]] = struct.Struct("<I").unpack_from  # an f32.const's bits
@@ -42,16 +43,29 @@ K_HANDOVER, K_HANDLER, K_GET, K_SET, K_TEE, K_F32, K_NODE = (int(k) for k in (
     Fast.HANDOVER, Fast.HANDLER, Fast.LOCAL_GET, Fast.LOCAL_SET, Fast.LOCAL_TEE, Fast.F32_CONST, Fast.DEFERRED))
 
 
-def lower_body(module: DecodedModule, start: int, end: int, facts: BindingFacts) -> LoweredBody:
-    """Lower the body source[start:end] of a kernel whose bindings passed config validation."""
+class Restart(Exception):
+    """The body left the reference subset after f32 arithmetic was emitted without opaque operands."""
+
+
+def lower_body(module: DecodedModule, start: int, end: int, facts: BindingFacts, strict: bool = False) -> LoweredBody:
+    """Lower the body source[start:end] of a kernel whose bindings passed config validation;
+    `strict`: a strict_float kernel (exact rows for the rounding f32 instructions)."""
     if end - start > lim.MAX_BODY_BYTES:
         raise CompileError(LIMIT, "kernel byte limit")
     if facts.problem is not None:
         raise CompileError(*facts.problem)
+    st = Lowering(module, start, end, facts, SCAN_KINDS, strict, opaque=strict)
     try:
-        st = Lowering(module, start, end, facts, SCAN_KINDS)
-        st.declare_locals()
-        run(st)
+        try:
+            st.declare_locals()
+            if st.beyond_reference and not st.opaque:  # 64-bit bindings or locals
+                st.set_opaque()
+            run(st)
+        except Restart:  # lowered again with opaque operands from the first instruction on
+            st = Lowering(module, start, end, facts, SCAN_KINDS, strict, opaque=True)
+            st.beyond_reference = True
+            st.declare_locals()
+            run_checked(st)
         return st.finish()
     except ReaderError as e:
         raise CompileError(INVALID, e.message) from None
@@ -59,15 +73,32 @@ def lower_body(module: DecodedModule, start: int, end: int, facts: BindingFacts)
 
 def run(st: Lowering) -> None:
     code_start = st.r.pos
-    fast = fast_loop_applies(st)
+    fast = not st.strict and fast_loop_applies(st)
     done = fast and run_fast(st)
     if fast and st.nodes:  # run_fast's inlined nodes are f32 arithmetic
         st.is_float = True
     if done:
         return
+    if fast:  # handed over at the first instruction outside the reference subset
+        leave_reference(st)
     # Where run_fast handed over, the bytes it consumed bound the instructions it ran from above:
     # in its regime no limit can fire, so the checked loop cannot fire early either.
     run_checked(st, st.r.pos - code_start)
+
+
+def leave_reference(st: Lowering) -> None:
+    """From the first instruction outside the reference subset on, float operands are opaque
+    (valuetext.py); f32 arithmetic already emitted without them is lowered again (Restart).
+    Reference-subset kernels keep the reference's WGSL byte for byte; the reference's one return
+    (right before the final end) is in its subset."""
+    r = st.r
+    if r.end - r.pos == 2 and r.data[r.pos] == OP_RETURN and r.data[r.pos + 1] == OP_END:
+        return
+    st.beyond_reference = True
+    if not st.opaque:
+        if st.nodes:
+            raise Restart()
+        st.set_opaque()
 
 
 def fast_loop_applies(st: Lowering) -> bool:
@@ -87,11 +118,16 @@ def run_checked(st: Lowering, pc: int = 0) -> None:
     handlers = HANDLERS
     max_pc, max_nodes, max_stack, max_code = lim.MAX_INSTRUCTIONS, lim.MAX_NODES, lim.MAX_STACK, lim.MAX_BODY_CODE
     pieces = -1  # len(code) when its bytes were last counted
+    watch = not st.opaque  # (where run_fast did not run: a body longer than its regime)
+    kinds, k_handover = FAST_KIND, K_HANDOVER
     while r.pos < r.end:
         if pc >= max_pc or len(depth) >= max_nodes or len(stack) > max_stack or (
                 len(code) != pieces and st.code_bytes() > max_code):
             raise CompileError(LIMIT, "kernel workspace limit")
         pieces = len(code)
+        if watch and kinds[data[r.pos]] == k_handover:
+            watch = False
+            leave_reference(st)
         handler = handlers[data[r.pos]]
         r.pos += 1
         pc += 1

@@ -19,7 +19,7 @@ from typing import Callable
 from . import access, control, instructions
 from .contract import CompileError
 from .frames import FrameKind
-from .intrinsics import F32, I32
+from .intrinsics import F32, F64, I32, I64
 from .lowering import UNSUPPORTED, Lowering
 from .ops import NUMERIC, NumericOp
 from .prescan import Imm
@@ -78,9 +78,13 @@ OPCODES: dict[int, Row] = {
     0x21: Row(partial(instructions.local_set, tee=False), Imm.LOCAL_SET, Fast.LOCAL_SET),
     0x22: Row(partial(instructions.local_set, tee=True), Imm.LOCAL_SET, Fast.LOCAL_TEE),
     0x41: Row(instructions.i32_const, Imm.I32, Fast.HANDLER),
+    0x42: Row(instructions.i64_const, Imm.I64),
     0x43: Row(instructions.f32_const, Imm.F32, Fast.F32_CONST),
+    0x44: Row(instructions.f64_const, Imm.F64),
     0xBC: Row(partial(instructions.reinterpret, result=I32)),
+    0xBD: Row(partial(instructions.reinterpret, result=I64)),
     0xBE: Row(partial(instructions.reinterpret, result=F32)),
+    0xBF: Row(partial(instructions.reinterpret, result=F64)),
     0xFC: Row(instructions.prefixed, Imm.U32),
     **{opcode: _numeric(op) for opcode, op in NUMERIC.items()},
 }

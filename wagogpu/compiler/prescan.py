@@ -31,12 +31,14 @@ class Imm(enum.IntEnum):
     I32 = 8
     F32 = 9
     SELECT_TYPES = 10
+    I64 = 11
+    F64 = 12
 
 
 # Plain-int copies for the scan loop (enum attribute lookups are slow in CPython 3.11).
-NONE, BLOCK_TYPE, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT_TYPES = (int(k) for k in (
+NONE, BLOCK_TYPE, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT_TYPES, I64, F64 = (int(k) for k in (
     Imm.NONE, Imm.BLOCK_TYPE, Imm.LABEL, Imm.LABEL_TABLE, Imm.LOCAL, Imm.LOCAL_SET, Imm.U32, Imm.I32, Imm.F32,
-    Imm.SELECT_TYPES))
+    Imm.SELECT_TYPES, Imm.I64, Imm.F64))
 
 
 def prescan(data: bytes, pos: int, end: int, kinds: bytes) -> tuple[set[int] | None, set[int] | None]:
@@ -72,6 +74,10 @@ def prescan(data: bytes, pos: int, end: int, kinds: bytes) -> tuple[set[int] | N
                 r.leb(32, True)
             elif kind == F32:
                 r.skip(4)
+            elif kind == I64:
+                r.leb(64, True)
+            elif kind == F64:
+                r.skip(8)
             elif kind == SELECT_TYPES:
                 if r.u32() != 1:
                     break

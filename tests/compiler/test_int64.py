@@ -1,0 +1,165 @@
+"""i64 in 32-bit words (int64.py): every i64 row lowered, validated by wgpu and run on the test adapter
+against wasmtime's answer for the same instruction, over edge values and random operands, bit for bit;
+traps where Wasm traps; i64 locals, block values, select and I64/U64 buffers of two words per element."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import wasmtime
+
+from wagogpu.compiler import int64
+from wagogpu.compiler.buffer import lower_kernel
+from wagogpu.compiler.contract import KernelError
+from wagogpu.compiler.decoder import decode_module
+from wagogpu.config import BindingConfig, KernelConfig
+from fixtures import A, E
+from watkit import kernel_module
+
+NAMES = {
+    0x50: "i64.eqz", 0x51: "i64.eq", 0x52: "i64.ne", 0x53: "i64.lt_s", 0x54: "i64.lt_u", 0x55: "i64.gt_s",
+    0x56: "i64.gt_u", 0x57: "i64.le_s", 0x58: "i64.le_u", 0x59: "i64.ge_s", 0x5A: "i64.ge_u", 0x79: "i64.clz",
+    0x7A: "i64.ctz", 0x7B: "i64.popcnt", 0x7C: "i64.add", 0x7D: "i64.sub", 0x7E: "i64.mul", 0x7F: "i64.div_s",
+    0x80: "i64.div_u", 0x81: "i64.rem_s", 0x82: "i64.rem_u", 0x83: "i64.and", 0x84: "i64.or", 0x85: "i64.xor",
+    0x86: "i64.shl", 0x87: "i64.shr_s", 0x88: "i64.shr_u", 0x89: "i64.rotl", 0x8A: "i64.rotr",
+    0xA7: "i32.wrap_i64", 0xAC: "i64.extend_i32_s", 0xAD: "i64.extend_i32_u", 0xAE: "i64.trunc_f32_s",
+    0xAF: "i64.trunc_f32_u", 0xB4: "f32.convert_i64_s", 0xB5: "f32.convert_i64_u", 0xC2: "i64.extend8_s",
+    0xC3: "i64.extend16_s", 0xC4: "i64.extend32_s",
+}
+SAT_NAMES = {0x04: "i64.trunc_sat_f32_s", 0x05: "i64.trunc_sat_f32_u"}
+I32, I64, F32 = 0x7F, 0x7E, 0x7D
+WAT_TYPE = {I32: "i32", I64: "i64", F32: "f32"}
+MASK64 = (1 << 64) - 1
+
+EDGES64 = [0, 1, -1, 2, 3, 5, -7, 31, 32, 33, 63, 64, 65, 0x7F, 0x80, 0xFF, 0xFFFF, 0x7FFFFFFF, 0x80000000,
+           0xFFFFFFFF, 0x100000000, 0x1FFFFFFFF, -0x80000000, -0x80000001, 0x123456789ABCDEF0, 0x00FF00FF00FF00FF,
+           1 << 53, (1 << 53) + 1, (1 << 24) + 1, 0x7FFFFF8000000000, -0x8000000000000000, 0x7FFFFFFFFFFFFFFF]
+EDGES32 = [0, 1, -1, 2, 0x7F, 0x80, 0xFF, 0x8000, 0xFFFF, 0x7FFFFFFF, -0x80000000, 0x12345678, -0x10000]
+# f32 bit patterns around every truncation bound (2^63, 2^64, -1, -2^63), NaNs, infinities, subnormals
+EDGES_F32 = [0x00000000, 0x80000000, 0x3F800000, 0xBF800000, 0x3F000000, 0xBF7FFFFF, 0x5EFFFFFF, 0x5F000000,
+             0x5F7FFFFF, 0x5F800000, 0xDEFFFFFF, 0xDF000000, 0xDF000001, 0x4F000000, 0x4B000001, 0x7F800000,
+             0xFF800000, 0x7FC00000, 0xFFC00001, 0x7F800001, 0x00000001, 0x807FFFFF, 0x40490FDB, 0xC2F6E979]
+
+
+def _random(rng: np.random.Generator, wtype: int, n: int) -> list[int]:
+    """Operands as unsigned bit patterns: mixed widths, so small and huge values both occur."""
+    if wtype == F32:
+        return [int(v) for v in rng.integers(0, 1 << 32, n, dtype=np.uint64)]
+    bits = 64 if wtype == I64 else 32
+    raw = rng.integers(0, 1 << 63, n, dtype=np.uint64) * 2 + rng.integers(0, 2, n, dtype=np.uint64)
+    shifts = rng.integers(0, bits, n, dtype=np.uint64)
+    return [int(v) >> int(s) & ((1 << bits) - 1) for v, s in zip(raw, shifts)]
+
+
+def _operands(row, seed: int) -> list[tuple[int, ...]]:
+    edges = {I64: [v & MASK64 for v in EDGES64], I32: [v & 0xFFFFFFFF for v in EDGES32], F32: EDGES_F32}
+    rng = np.random.default_rng(seed)
+    if len(row.params) == 1:
+        values = edges[row.params[0]] + _random(rng, row.params[0], 400)
+        return [(v,) for v in values]
+    a, b = row.params
+    pairs = [(x, y) for x in edges[a] for y in edges[b]]
+    return pairs + list(zip(_random(rng, a, 1500), _random(rng, b, 1500)))
+
+
+# ---- the Wasm answer: one exported function per instruction, run in wasmtime ---------------------
+def _reference(name: str, row) -> wasmtime.Func:
+    """`name` over bit-pattern parameters (f32 passed as its i32 bits, so NaN payloads survive)."""
+    params = " ".join("i32" if t == F32 else WAT_TYPE[t] for t in row.params)
+    args = " ".join(f"(f32.reinterpret_i32 (local.get {i}))" if t == F32 else f"(local.get {i})"
+                    for i, t in enumerate(row.params))
+    body, result = f"({name} {args})", WAT_TYPE[row.result]
+    if row.result == F32:
+        body, result = f"(i32.reinterpret_f32 {body})", "i32"
+    wat = f'(module (func (export "f") (param {params}) (result {result}) {body}))'
+    store = wasmtime.Store()
+    instance = wasmtime.Instance(store, wasmtime.Module(store.engine, wat), [])
+    func = instance.exports(store)["f"]
+    return lambda *xs: func(store, *xs)
+
+
+def _signed(value: int, wtype: int) -> int:
+    bits = 64 if wtype == I64 else 32
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def wasm_answers(name: str, row, operands) -> tuple[list[int], list[bool]]:
+    f = _reference(name, row)
+    results, traps = [], []
+    for ops in operands:
+        try:
+            got = f(*(_signed(v, t) for v, t in zip(ops, row.params)))
+        except wasmtime.Trap:
+            results.append(0)
+            traps.append(True)
+            continue
+        results.append(got & (MASK64 if row.result == I64 else 0xFFFFFFFF))
+        traps.append(False)
+    return results, traps
+
+
+# ---- the GPU: a kernel over buffers (I64 slots: two words per element) -------------------------------
+SLOT_IN = {I64: (0, 1), I32: (2, 3), F32: (4, 5)}
+SLOT_OUT = {I64: 6, I32: 7, F32: 7}
+TYPE_NAME = {I64: "I64", I32: "I32", F32: "F32"}
+
+
+def _slots_of(row) -> tuple[int, ...]:
+    """Input slots: every row's operands share one type."""
+    assert len(set(row.params)) == 1
+    return SLOT_IN[row.params[0]][:len(row.params)]
+
+
+def _kernel(row) -> KernelConfig:
+    binds = [BindingConfig(s, E[TYPE_NAME[row.params[0]]], A.READ) for s in _slots_of(row)]
+    binds.append(BindingConfig(SLOT_OUT[row.result], E[TYPE_NAME[row.result]], A.WRITE))
+    return KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k", binds, relaxed_float=True)
+
+
+def _body(name: str, row) -> str:
+    args = " ".join(f"(call $readBuffer{TYPE_NAME[t]} (call $getBuffer (i32.const {s})) (local.get $i))"
+                    for s, t in zip(_slots_of(row), row.params))
+    out = SLOT_OUT[row.result]
+    return f"(call $writeBuffer{TYPE_NAME[row.result]} (call $getBuffer (i32.const {out})) (local.get $i) ({name} {args}))"
+
+
+def to_words(values: list[int], wtype: int) -> np.ndarray:
+    if wtype == I64:
+        return np.asarray(values, dtype=np.uint64).view(np.uint32)
+    return np.asarray(values, dtype=np.uint32)
+
+
+def run_gpu(gpu, name: str, row, operands):
+    kernel = _kernel(row)
+    lk = lower_kernel(decode_module(kernel_module(_body(name, row))), kernel)
+    slots = {s: to_words([ops[i] for ops in operands], t) for i, (s, t) in enumerate(zip(_slots_of(row), row.params))}
+    out = SLOT_OUT[row.result]
+    slots[out] = np.zeros(len(operands) * (2 if row.result == I64 else 1), np.uint32)
+    outputs, err = gpu.run_kernel(lk.wgsl, len(operands), slots, {out})
+    got = outputs[out]
+    return lk, (got.view(np.uint64) if row.result == I64 else got).tolist(), err
+
+
+ROWS = [(name, int64.NUMERIC[op]) for op, name in NAMES.items()] + [
+    (name, int64.SATURATING[op]) for op, name in SAT_NAMES.items()]
+
+
+def test_every_i64_row_is_tested():
+    assert set(NAMES) == set(int64.NUMERIC) and set(SAT_NAMES) == set(int64.SATURATING)
+
+
+@pytest.mark.parametrize("name, row", ROWS, ids=[name for name, _ in ROWS])
+def test_i64_instruction_on_device(gpu, name, row):
+    """Edge values (every pair) and random operands: the GPU gives Wasm's bits; a trap raises the error word."""
+    operands = _operands(row, seed=len(name))
+    want, traps = wasm_answers(name, row, operands)
+    ok = [ops for ops, t in zip(operands, traps) if not t]
+    lk, got, err = run_gpu(gpu, name, row, ok)
+    assert err == 0
+    wrong = [(ops, g, w) for ops, g, w in zip(ok, got, [w for w, t in zip(want, traps) if not t]) if g != w]
+    assert not wrong, (name, len(wrong), [tuple(map(hex, ops)) + (hex(g), hex(w)) for ops, g, w in wrong[:5]])
+    assert lk.error_word == bool(row.trap)
+    bad = [ops for ops, t in zip(operands, traps) if t]
+    if bad:
+        for batch in (bad[:1], ok[:5] + bad + ok[5:9]):
+            _, _, err = run_gpu(gpu, name, row, batch)
+            assert err == KernelError.TRAP, name
