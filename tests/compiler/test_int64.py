@@ -163,3 +163,63 @@ def test_i64_instruction_on_device(gpu, name, row):
         for batch in (bad[:1], ok[:5] + bad + ok[5:9]):
             _, _, err = run_gpu(gpu, name, row, batch)
             assert err == KernelError.TRAP, name
+
+
+# ---- i64 through locals, control flow and select (I32 buffers, so watkit's reference applies) --------
+from watkit import reference  # noqa: E402
+
+FLOW64 = KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k",
+                      [BindingConfig(0, E.I32, A.READ), BindingConfig(1, E.I32, A.READ),
+                       BindingConfig(2, E.I32, A.WRITE), BindingConfig(3, E.I32, A.WRITE)])
+X = "(i64.extend_i32_s (call $readBufferI32 (call $getBuffer (i32.const 0)) (local.get $i)))"
+Y = "(i64.extend_i32_u (call $readBufferI32 (call $getBuffer (i32.const 1)) (local.get $i)))"
+
+
+def out64(value: str) -> str:
+    """Both halves of an i64 value to slots 2 (low) and 3 (high)."""
+    return (f"(local.set $r {value})"
+            "(call $writeBufferI32 (call $getBuffer (i32.const 2)) (local.get $i) (i32.wrap_i64 (local.get $r)))"
+            "(call $writeBufferI32 (call $getBuffer (i32.const 3)) (local.get $i)"
+            " (i32.wrap_i64 (i64.shr_u (local.get $r) (i64.const 32))))")
+
+
+FLOW_BODIES = {
+    # a loop carrying an i64 in a local: the 64-bit power x^(y mod 23), wrapping
+    "power_loop": out64(f"(local.set $a (i64.const 1)) (local.set $b (i64.rem_u {Y} (i64.const 23)))"
+                        " (block $done (loop $next (br_if $done (i64.eqz (local.get $b)))"
+                        f" (local.set $a (i64.mul (local.get $a) {X}))"
+                        " (local.set $b (i64.sub (local.get $b) (i64.const 1))) (br $next)))"
+                        " (local.get $a)"),
+    # block and if results of type i64, select of i64
+    "results": out64(f"(i64.add (block $r (result i64) (drop (br_if $r (i64.const 9) (i64.gt_s {X} (i64.const 10))))"
+                     f" (i64.shl {X} (i64.const 40))) (if (result i64) (i64.lt_s {X} (i64.const 0))"
+                     f" (then (select {X} {Y} (i32.wrap_i64 {Y}))) (else (i64.rotl {Y} {X}))))"),
+    # a loop with an i64 parameter and result (multi-value block type), counting set bits one by one
+    "loop_param": out64(f"{X} (loop $l (param i64) (result i64) (local.set $r)"
+                        " (local.set $a (i64.add (local.get $a) (i64.const 1)))"
+                        " (local.tee $r (i64.and (local.get $r) (i64.sub (local.get $r) (i64.const 1))))"
+                        " (br_if $l (i64.ne (local.get $r) (i64.const 0)))) (drop) (local.get $a)"),
+    # br_table carrying an i64 to one of three blocks
+    "table": out64(f"(block $a (result i64) (block $b (result i64) (block $c (result i64)"
+                   f" (br_table $a $b $c (i64.mul {X} {Y}) (i32.and (i32.wrap_i64 {Y}) (i32.const 3))))"
+                   " (i64.const 7) (i64.add)) (i64.const 0x100000000) (i64.xor))"),
+}
+
+
+@pytest.mark.parametrize("name", list(FLOW_BODIES))
+def test_i64_values_through_control_flow(gpu, name):
+    source = kernel_module(FLOW_BODIES[name], "(local $a i64) (local $b i64) (local $r i64)")
+    lk = lower_kernel(decode_module(source), FLOW64)
+    rng = np.random.default_rng(5)
+    n = 300
+    x = np.concatenate([np.array([0, 1, -1, 11, -0x80000000, 0x7FFFFFFF], np.int64),
+                        rng.integers(-0x80000000, 0x80000000, n - 6)])
+    y = np.concatenate([np.array([0, 5, 63, 64, 0xFFFFFFFF, 3], np.int64), rng.integers(0, 1 << 32, n - 6)])
+    slots = {0: (x & 0xFFFFFFFF).astype(np.uint32), 1: y.astype(np.uint32),
+             2: np.zeros(n, np.uint32), 3: np.zeros(n, np.uint32)}
+    used = [s for s in slots if (lk.reads | lk.writes) >> s & 1]
+    out, err = gpu.run_kernel(lk.wgsl, n, {s: slots[s].copy() for s in used}, {2, 3})
+    ref = reference(source, "k", n, slots)
+    assert err == 0 and not ref.trapped
+    assert (out[2] == ref.slots[2]).all() and (out[3] == ref.slots[3]).all(), name
+    assert "vec2<u32>" in lk.wgsl
