@@ -229,7 +229,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         else:
             export, cpu_export = kernel_exports(args.kernel)
             wgsl = compile_buffer_wgsl(wasm, KernelConfig(args.id, export, cpu_export, tuple(args.binding),
-                                                          relaxed_float=args.relaxed_float))
+                                                          relaxed_float=args.relaxed_float,
+                                                          strict_float=args.strict_float))
     except CompileError as exc:
         print(f"CompileError {exc.kind.name}: {_one_line(exc.message)}", file=sys.stderr)
         return 1
@@ -463,6 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a declared binding, e.g. 0:F32:read 1:f32:write (ACCESS read, write or rw); repeat")
     p.add_argument("--id", type=int, default=1, help="kernel ID (default 1)")
     p.add_argument("--relaxed-float", action="store_true", help="declare float consent (relaxed_float=True)")
+    p.add_argument("--strict-float", action="store_true", help="exact integer-coded f32 arithmetic (strict_float=True)")
     p.add_argument("--legacy", metavar="EXPORT", help="compile a legacy (f32) -> f32 export instead")
     p.set_defaults(func=cmd_compile)
 

@@ -128,7 +128,8 @@ CONFIG_FIELDS = tuple(f.name for f in fields(Config))
 # -- JSON ------------------------------------------------------------------------------------------
 ACCESS_NAMES = {"read": Access.READ, "r": Access.READ, "write": Access.WRITE, "w": Access.WRITE,
                 "rw": Access.READ_WRITE, "read_write": Access.READ_WRITE, "readwrite": Access.READ_WRITE}
-KERNEL_JSON_FIELDS = ("id", "name", "export", "cpu_export", "bindings", "relaxed_float", "min_elements")
+KERNEL_JSON_FIELDS = ("id", "name", "export", "cpu_export", "bindings", "relaxed_float", "min_elements",
+                      "strict_float")
 
 
 def element_type_from_json(value: object, where: str) -> int:
@@ -184,7 +185,8 @@ def binding_from_json(raw: object, where: str) -> BindingConfig:
 
 
 def kernel_from_json(raw: object, where: str) -> KernelConfig:
-    """A kernel object: id, name (or export and cpu_export), bindings, relaxed_float, min_elements."""
+    """A kernel object: id, name (or export and cpu_export), bindings, relaxed_float, min_elements,
+    strict_float."""
     if not isinstance(raw, dict):
         raise ConfigError(where, "a kernel is an object with id, name (or export) and bindings")
     unknown = sorted(set(raw) - set(KERNEL_JSON_FIELDS))
@@ -210,7 +212,8 @@ def kernel_from_json(raw: object, where: str) -> KernelConfig:
         raise ConfigError(f"{where}.bindings", "expected a list")
     return KernelConfig(raw["id"], export, cpu_export,
                         tuple(binding_from_json(b, f"{where}.bindings[{i}]") for i, b in enumerate(bindings)),
-                        relaxed_float=raw.get("relaxed_float", False), min_elements=raw.get("min_elements", 0))
+                        relaxed_float=raw.get("relaxed_float", False), min_elements=raw.get("min_elements", 0),
+                        strict_float=raw.get("strict_float", False))
 
 
 def config_from_json(data: object) -> Config:

@@ -79,7 +79,12 @@ class BindingConfig:
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """A kernel as the user declared it: ID, the two export names, bindings and its consent."""
+    """A kernel as the user declared it: ID, the two export names, bindings and its consent.
+
+    strict_float (an extension): the kernel's f32 arithmetic, comparisons, roundings and
+    conversions run as exact integer code on the GPU, so they give Wasm's answer on every adapter
+    and the kernel needs no relaxed_float consent for them (about 6x the cost of native floats).
+    """
 
     id: int
     export: str
@@ -87,6 +92,7 @@ class KernelConfig:
     bindings: tuple[BindingConfig, ...]
     relaxed_float: bool = False
     min_elements: int = 0
+    strict_float: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bindings", tuple(self.bindings))
@@ -100,8 +106,9 @@ class KernelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(name, f"expected an integer, got {value!r}")
-        if not isinstance(self.relaxed_float, bool):
-            raise ConfigError("relaxed_float", f"expected a bool, got {self.relaxed_float!r}")
+        for name in ("relaxed_float", "strict_float"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, f"expected a bool, got {getattr(self, name)!r}")
 
     @property
     def suffix(self) -> str:

@@ -29,9 +29,10 @@ class LoweredKernel:
     reads: int  # bit masks over slots
     writes: int
     read_before_write: int
-    is_float: bool
+    is_float: bool  # needs relaxed_float consent (a strict_float kernel: only for its native f64)
     error_word: bool = False  # the shader declares the error word binding after the slots
     loop_budget: int = 0  # loop iterations per invocation the shader allows (0: no loop)
+    f64: bool = False  # the shader uses WGSL f64: only an adapter with shader-f64 runs it
 
 
 _VALID: dict[int, KernelConfig] = {}  # id -> kernel configs that passed (frozen, so they stay valid)
@@ -90,7 +91,7 @@ def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = Tr
     """Lower a validated kernel config against a decoded module; raises CompileError."""
     start, end = select_body(module, kernel)
     facts = binding_facts(kernel.bindings)
-    body = lower_body(module, start, end, facts)
+    body = lower_body(module, start, end, facts, kernel.strict_float)
     if body.error_word or body.helpers or facts.wide:
         text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d, body.error_word,
                         helper_text(body.helpers), facts.wide)
@@ -98,8 +99,10 @@ def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = Tr
         text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d)
     if len(text) > lim.MAX_WGSL_BYTES:
         raise CompileError(CompileErrorKind.LIMIT, "WGSL byte limit")
-    return LoweredKernel(text, body.reads, body.writes, body.read_before_write & body.writes, body.is_float,
-                         body.error_word, body.loop_budget)
+    # A strict kernel's floats are Wasm's, except what has no exact form (rows that stay rounding).
+    is_float = body.rounding if kernel.strict_float else body.is_float
+    return LoweredKernel(text, body.reads, body.writes, body.read_before_write & body.writes, is_float,
+                         body.error_word, body.loop_budget, body.f64)
 
 
 def compile_buffer_wgsl(source: bytes, kernel: KernelConfig) -> str:

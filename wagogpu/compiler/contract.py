@@ -67,6 +67,7 @@ class KernelPlan:
     # an ERROR_* code. A non-zero word means nothing is committed and dispatch returns 1.
     error_word: bool = False
     loop_budget: int = 0  # loop iterations one invocation may run (reader.LOOP_BUDGET); 0: no loop
+    needs_f64: bool = False  # the WGSL uses f64: only a device with the shader-f64 feature runs it
 
     @property
     def used_slots(self) -> tuple[int, ...]:

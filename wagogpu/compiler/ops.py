@@ -38,7 +38,9 @@ Wasm semantics and how they are kept:
 """
 from __future__ import annotations
 
-from . import int64
+from dataclasses import replace
+
+from . import int64, strictfloat
 from .intrinsics import F32, I32
 from .numeric import NumericOp, dependencies, row
 from .records import Form
@@ -78,7 +80,7 @@ def _deferred(operator: str) -> NumericOp:
 
 ZERO_DIVISOR = "{1} == 0u"
 
-NUMERIC: dict[int, NumericOp] = {
+_ROWS: dict[int, NumericOp] = {
     0x45: _i32_unary("u32({0} == 0u)"),  # i32.eqz
     0x46: _i32("u32({0} == {1})"),  # i32.eq
     0x47: _i32("u32({0} != {1})"),  # i32.ne
@@ -142,6 +144,9 @@ NUMERIC: dict[int, NumericOp] = {
     0xC1: _i32_unary("bitcast<u32>(bitcast<i32>({0} << 16u) >> 16u)"),  # i32.extend16_s
     **int64.NUMERIC,
 }
+# Each rounding f32 row with its exact form for strict_float kernels (strictfloat.py).
+NUMERIC: dict[int, NumericOp] = {opcode: replace(op, strict=strictfloat.STRICT[opcode])
+                                 if opcode in strictfloat.STRICT else op for opcode, op in _ROWS.items()}
 
 # 0xFC-prefixed instructions, by sub-opcode.
 SATURATING: dict[int, NumericOp] = {
@@ -228,7 +233,7 @@ _I32_HELPERS: dict[str, str] = {
 }
 """,
 }
-HELPERS: dict[str, str] = {**_I32_HELPERS, **int64.HELPERS}
+HELPERS: dict[str, str] = {**_I32_HELPERS, **int64.HELPERS, **strictfloat.HELPERS}
 HELPER_ORDER = tuple(HELPERS)
 _DEPENDS = dependencies(HELPERS)
 
