@@ -165,7 +165,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {
         "wagogpu": __version__, "wasmtime": _version("wasmtime"), "wgpu": _version("wgpu"),
         "numpy": _version("numpy"), "power_preference": args.power_preference, "wgpu_problem": problem,
-        "adapters": [dict(asdict(a), timestamp_query="timestamp-query" in a.features) for a in adapters],
+        "adapters": [dict(asdict(a), timestamp_query="timestamp-query" in a.features, f64_kernels=a.has_f64)
+                     for a in adapters],
         "choice": {"default": _choice(adapters, args.power_preference, False, problem),
                    "allow_software_adapter": _choice(adapters, args.power_preference, True, problem)},
     }
@@ -184,8 +185,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  [{i}] {a.name}")
         print(f"      vendor {a.vendor}, backend {a.backend}, type {a.adapter_type}, driver {a.driver or '?'}, "
               f"software: {'yes' if a.is_software else 'no'}")
-        flags = ", ".join(f"{f}: {'yes' if f in a.features else 'no'}" for f in ("timestamp-query", "shader-f16"))
+        flags = ", ".join(f"{f}: {'yes' if f in a.features else 'no'}"
+                          for f in ("timestamp-query", "shader-f16", "shader-f64", "shader-int64"))
         print(f"      {flags}; {len(a.features)} features" + ("" if args.verbose else " (--verbose lists them)"))
+        print(f"      f64 arithmetic in kernels: {'on the GPU' if a.has_f64 else 'CPU only (needs shader-f64 and shader-int64)'}")
         if args.verbose:
             print(f"      features: {', '.join(a.features)}")
         limits = ", ".join(f"{k} {a.limits[k]}" for k in KEY_LIMITS if k in a.limits)

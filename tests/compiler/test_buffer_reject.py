@@ -72,7 +72,7 @@ def test_b36_unsupported_opcodes():
     # it, reached before or after a switch to the extended lowering
     for code, op in [(lget(0) + b"\x28\x02\x00", 0x28), (lget(0) + b"\x36\x02\x00", 0x36), (b"\x23\x00", 0x23),
                      (b"\x11\x00\x00", 0x11), (lget(0) + b"\x29\x03\x00", 0x29), (b"\x24\x00", 0x24),
-                     (read0() + b"\x99", 0x99), (lget(0) + lget(0) + b"\x6a\x28\x02\x00", 0x28),
+                     (read0() + b"\xd1", 0xd1), (lget(0) + lget(0) + b"\x6a\x28\x02\x00", 0x28),
                      (b"\x02\x40\x23\x00", 0x23), (b"\x42\x00\x23\x00", 0x23)]:
         expect(compile_err(code), UNSUPPORTED, f"unsupported opcode 0x{op:02x}")
     expect(compile_err(b"\xfc\x0b\x00"), UNSUPPORTED, "unsupported opcode 0xfc 0x0b")  # memory.fill

@@ -18,7 +18,7 @@ from wagogpu.compiler import reader as lim
 from wagogpu.compiler.buffer import lower_kernel
 from wagogpu.compiler.contract import KernelError
 from wagogpu.compiler.decoder import decode_module
-from wagogpu.compiler import int64
+from wagogpu.compiler import float64, int64
 from wagogpu.compiler.ops import NUMERIC, SATURATING
 from wagogpu.config import BindingConfig, KernelConfig
 from watkit import kernel_module, reference
@@ -94,8 +94,10 @@ ROUNDING = {"f32.sqrt": 4, "f32.div": 3, "f32.add": 0, "f32.sub": 0, "f32.mul": 
 
 
 def test_every_numeric_row_is_tested():
-    # (the i64 rows: tests/compiler/test_int64.py)
-    assert set(NAMES) == set(NUMERIC) - set(int64.NUMERIC) and set(SAT_NAMES) == set(SATURATING) - set(int64.SATURATING)
+    # (the i64 and f64 rows: tests/compiler/test_int64.py, test_float64.py)
+    wide = set(int64.NUMERIC) | set(float64.NUMERIC)
+    assert set(NAMES) == set(NUMERIC) - wide
+    assert set(SAT_NAMES) == set(SATURATING) - set(int64.SATURATING) - set(float64.SATURATING)
 
 
 def _traps(name: str, a, b) -> bool:

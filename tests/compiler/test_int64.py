@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import wasmtime
 
+from fixtures import A, E
+from rowkit import F32, I32, I64, run_gpu, wasm_answers
 from wagogpu.compiler import int64
 from wagogpu.compiler.buffer import lower_kernel
 from wagogpu.compiler.contract import KernelError
 from wagogpu.compiler.decoder import decode_module
 from wagogpu.config import BindingConfig, KernelConfig
-from fixtures import A, E
 from watkit import kernel_module
 
 NAMES = {
@@ -26,8 +26,6 @@ NAMES = {
     0xC3: "i64.extend16_s", 0xC4: "i64.extend32_s",
 }
 SAT_NAMES = {0x04: "i64.trunc_sat_f32_s", 0x05: "i64.trunc_sat_f32_u"}
-I32, I64, F32 = 0x7F, 0x7E, 0x7D
-WAT_TYPE = {I32: "i32", I64: "i64", F32: "f32"}
 MASK64 = (1 << 64) - 1
 
 EDGES64 = [0, 1, -1, 2, 3, 5, -7, 31, 32, 33, 63, 64, 65, 0x7F, 0x80, 0xFF, 0xFFFF, 0x7FFFFFFF, 0x80000000,
@@ -59,84 +57,6 @@ def _operands(row, seed: int) -> list[tuple[int, ...]]:
     a, b = row.params
     pairs = [(x, y) for x in edges[a] for y in edges[b]]
     return pairs + list(zip(_random(rng, a, 1500), _random(rng, b, 1500)))
-
-
-# ---- the Wasm answer: one exported function per instruction, run in wasmtime ---------------------
-def _reference(name: str, row) -> wasmtime.Func:
-    """`name` over bit-pattern parameters (f32 passed as its i32 bits, so NaN payloads survive)."""
-    params = " ".join("i32" if t == F32 else WAT_TYPE[t] for t in row.params)
-    args = " ".join(f"(f32.reinterpret_i32 (local.get {i}))" if t == F32 else f"(local.get {i})"
-                    for i, t in enumerate(row.params))
-    body, result = f"({name} {args})", WAT_TYPE[row.result]
-    if row.result == F32:
-        body, result = f"(i32.reinterpret_f32 {body})", "i32"
-    wat = f'(module (func (export "f") (param {params}) (result {result}) {body}))'
-    store = wasmtime.Store()
-    instance = wasmtime.Instance(store, wasmtime.Module(store.engine, wat), [])
-    func = instance.exports(store)["f"]
-    return lambda *xs: func(store, *xs)
-
-
-def _signed(value: int, wtype: int) -> int:
-    bits = 64 if wtype == I64 else 32
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
-def wasm_answers(name: str, row, operands) -> tuple[list[int], list[bool]]:
-    f = _reference(name, row)
-    results, traps = [], []
-    for ops in operands:
-        try:
-            got = f(*(_signed(v, t) for v, t in zip(ops, row.params)))
-        except wasmtime.Trap:
-            results.append(0)
-            traps.append(True)
-            continue
-        results.append(got & (MASK64 if row.result == I64 else 0xFFFFFFFF))
-        traps.append(False)
-    return results, traps
-
-
-# ---- the GPU: a kernel over buffers (I64 slots: two words per element) -------------------------------
-SLOT_IN = {I64: (0, 1), I32: (2, 3), F32: (4, 5)}
-SLOT_OUT = {I64: 6, I32: 7, F32: 7}
-TYPE_NAME = {I64: "I64", I32: "I32", F32: "F32"}
-
-
-def _slots_of(row) -> tuple[int, ...]:
-    """Input slots: every row's operands share one type."""
-    assert len(set(row.params)) == 1
-    return SLOT_IN[row.params[0]][:len(row.params)]
-
-
-def _kernel(row) -> KernelConfig:
-    binds = [BindingConfig(s, E[TYPE_NAME[row.params[0]]], A.READ) for s in _slots_of(row)]
-    binds.append(BindingConfig(SLOT_OUT[row.result], E[TYPE_NAME[row.result]], A.WRITE))
-    return KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k", binds, relaxed_float=True)
-
-
-def _body(name: str, row) -> str:
-    args = " ".join(f"(call $readBuffer{TYPE_NAME[t]} (call $getBuffer (i32.const {s})) (local.get $i))"
-                    for s, t in zip(_slots_of(row), row.params))
-    out = SLOT_OUT[row.result]
-    return f"(call $writeBuffer{TYPE_NAME[row.result]} (call $getBuffer (i32.const {out})) (local.get $i) ({name} {args}))"
-
-
-def to_words(values: list[int], wtype: int) -> np.ndarray:
-    if wtype == I64:
-        return np.asarray(values, dtype=np.uint64).view(np.uint32)
-    return np.asarray(values, dtype=np.uint32)
-
-
-def run_gpu(gpu, name: str, row, operands):
-    kernel = _kernel(row)
-    lk = lower_kernel(decode_module(kernel_module(_body(name, row))), kernel)
-    slots = {s: to_words([ops[i] for ops in operands], t) for i, (s, t) in enumerate(zip(_slots_of(row), row.params))}
-    out = SLOT_OUT[row.result]
-    slots[out] = np.zeros(len(operands) * (2 if row.result == I64 else 1), np.uint32)
-    outputs, err = gpu.run_kernel(lk.wgsl, len(operands), slots, {out})
-    got = outputs[out]
-    return lk, (got.view(np.uint64) if row.result == I64 else got).tolist(), err
 
 
 ROWS = [(name, int64.NUMERIC[op]) for op, name in NAMES.items()] + [

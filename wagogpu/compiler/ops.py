@@ -2,7 +2,8 @@
 functions some of them call. f32 add, sub and mul are the reference's subset (compiler.md §1.3.5)
 and become deferred nodes (lowering.py); the others are our extension of it, each emitted as a let
 where it happens. The i32 and f32 rows are here; the i64 rows and their helpers are int64.py's,
-merged into the same tables.
+the f64 ones float64.py's, merged into the same tables; strictfloat.py holds the exact forms of
+the rounding f32 rows.
 
 How values are carried (records.Form): an i32 is always a `u32` in WGSL (wrapping arithmetic is
 Wasm's; signed operations bitcast to i32 just for the operator). An f32 is carried either as its
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import int64, strictfloat
+from . import float64, int64, strictfloat
 from .intrinsics import F32, I32
 from .numeric import NumericOp, dependencies, row
 from .records import Form
@@ -143,6 +144,7 @@ _ROWS: dict[int, NumericOp] = {
     0xC0: _i32_unary("bitcast<u32>(bitcast<i32>({0} << 24u) >> 24u)"),  # i32.extend8_s
     0xC1: _i32_unary("bitcast<u32>(bitcast<i32>({0} << 16u) >> 16u)"),  # i32.extend16_s
     **int64.NUMERIC,
+    **float64.NUMERIC,
 }
 # Each rounding f32 row with its exact form for strict_float kernels (strictfloat.py).
 NUMERIC: dict[int, NumericOp] = {opcode: replace(op, strict=strictfloat.STRICT[opcode])
@@ -155,6 +157,7 @@ SATURATING: dict[int, NumericOp] = {
     0x01: row((F32,), I32, "u", "u", "wasm_trunc_sat_u({0})", helpers=("wasm_trunc_sat_u",),
               is_float=True),  # i32.trunc_sat_f32_u
     **int64.SATURATING,
+    **float64.SATURATING,
 }
 
 # Helper functions, in the order they appear in a shader. Integer-only code and no float literal,
@@ -233,7 +236,7 @@ _I32_HELPERS: dict[str, str] = {
 }
 """,
 }
-HELPERS: dict[str, str] = {**_I32_HELPERS, **int64.HELPERS, **strictfloat.HELPERS}
+HELPERS: dict[str, str] = {**_I32_HELPERS, **int64.HELPERS, **strictfloat.HELPERS, **float64.HELPERS}
 HELPER_ORDER = tuple(HELPERS)
 _DEPENDS = dependencies(HELPERS)
 

@@ -18,11 +18,13 @@ from .records import CONSTANT, INDEX, WIDE_TYPES, Form, Record
 # A parameter-block word the host always writes as 0 (abi.kernel.parameter_block).
 OPAQUE_ZERO = "params.pad2"
 
+# naga types bitcast<f64>(vec2<u32>) as a vec2<f32>, so an f64's bits go through a u64 (shader-int64):
+# float64.py's helpers f64_from_bits and f64_to_bits, which every row with an f64 value lists.
 _CONVERSIONS: dict[tuple[Form, Form], str] = {
     (Form.BITS, Form.VALUE): "bitcast<f32>({})",
     (Form.VALUE, Form.BITS): "bitcast<u32>({})",
-    (Form.PAIR, Form.DOUBLE): "bitcast<f64>({})",
-    (Form.DOUBLE, Form.PAIR): "bitcast<vec2<u32>>({})",
+    (Form.PAIR, Form.DOUBLE): "f64_from_bits({})",
+    (Form.DOUBLE, Form.PAIR): "f64_to_bits({})",
 }
 
 
@@ -46,7 +48,7 @@ def constant_text(rec: Record, form: Form, opaque: bool) -> str:
         bits = wide_literal(value)
         if form == Form.PAIR:
             return bits
-        return f"bitcast<f64>({bits} | vec2<u32>({OPAQUE_ZERO}))" if opaque else f"bitcast<f64>({bits})"
+        return f"f64_from_bits({bits} | vec2<u32>({OPAQUE_ZERO}))" if opaque else f"f64_from_bits({bits})"
     bits = f"0x{value:08x}u"
     if form == Form.BITS:
         return bits
@@ -58,7 +60,7 @@ def _through_zero(text: str, form: Form, operator: str) -> str:
     if form == Form.VALUE:
         return f"bitcast<f32>(bitcast<u32>({text}) {operator} {OPAQUE_ZERO})"
     if form == Form.DOUBLE:
-        return f"bitcast<f64>(bitcast<vec2<u32>>({text}) {operator} vec2<u32>({OPAQUE_ZERO}))"
+        return f"f64_from_bits(f64_to_bits({text}) {operator} vec2<u32>({OPAQUE_ZERO}))"
     return text
 
 
