@@ -116,7 +116,10 @@ def test_b39_64_bit_rules():
     expect(compile_err(write_to_read, groups=[(1, 0x7E)]), UNSUPPORTED, "intrinsic violates slot access")
     expect(compile_err(write_to_read, config((0, E.F32, A.READ), (1, E.F32, A.WRITE), (2, E.F64, A.READ))),
            UNSUPPORTED, "intrinsic violates slot access")
+    expect(compile_err(lget(0) + lget(0) + b"\x6a\x1a" + write_to_read), UNSUPPORTED,  # after i32.add, drop
+           "intrinsic violates slot access")
     expect(compile_err(write_to_read), INVALID, "intrinsic violates slot access")  # (the reference's answer)
+    expect(compile_err(write_to_read + lget(0) + b"\x1a"), INVALID, "intrinsic violates slot access")
 
 
 def test_b40_intrinsic_type_must_match_slot():
