@@ -60,10 +60,12 @@ def cpu():
     host.close()
 
 
-def same(got: np.ndarray, want: np.ndarray) -> bool:
-    """Bit-equal, NaN matching NaN (a NaN's payload and sign may differ between paths)."""
+def same(got: np.ndarray, want: np.ndarray, ulps: int = 0) -> bool:
+    """Equal bits up to `ulps` (same sign), NaN matching NaN (a NaN's payload and sign may differ)."""
     nan = np.isnan(got.view(np.float64)) & np.isnan(want.view(np.float64))
-    return bool(np.array_equal(got[~nan], want[~nan]))
+    g, w = got[~nan], want[~nan]
+    close = (g >> np.uint64(63) == w >> np.uint64(63)) & (np.abs(g.astype(np.int64) - w.astype(np.int64)) <= ulps)
+    return bool(np.all(close))
 
 
 @pytest.mark.parametrize("kernel_id", [1, 2])
@@ -74,7 +76,8 @@ def test_f64_kernels_run_on_a_device_with_f64(cpu, values, kernel_id):
         want_status, want, _ = run(cpu, kernel_id, values)
         status, got, last = run(gpu, kernel_id, values)
         assert (want_status, status, str(last.outcome)) == (1, 0, "GPU")
-        assert same(got, want)  # (lavapipe's f64 is exact IEEE; a hardware GPU may differ in div/sqrt ulps)
+        # lavapipe's f64 is exact IEEE; a hardware GPU's division and square root may be a few ulps off
+        assert same(got, want, 0 if kernel_id == 2 or gpu.device.info.is_software else 8)
     finally:
         gpu.close()
 
