@@ -23,7 +23,7 @@ class BindingFacts:
     problem: tuple[CompileErrorKind, str] | None  # the scan's first rejection
     # Slots of 64-bit types (two words per element on the GPU). The reference refuses any kernel
     # that declares one ("64-bit GPU buffers are unsupported"); here it runs, and a contract error
-    # in its body falls back as the reference's refusal would (lower.reference_status).
+    # in its body falls back as the reference's refusal would (Lowering.contract_error).
     wide: int = 0
 
 
