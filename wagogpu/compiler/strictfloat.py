@@ -82,9 +82,16 @@ HELPERS: dict[str, str] = {
   return (a & 0x7fffffffu) > 0x7f800000u;
 }
 """,
+    # The quieted NaN operand of a binary operation (the first one), or 0 when neither is a NaN.
+    "sf_nan_of": """fn sf_nan_of(a: u32, b: u32) -> u32 {
+  if (sf_is_nan(a)) { return a | 0x400000u; }
+  if (sf_is_nan(b)) { return b | 0x400000u; }
+  return 0u;
+}
+""",
     "sf_add": """fn sf_add(a_in: u32, b_in: u32) -> u32 {
-  if (sf_is_nan(a_in)) { return a_in | 0x400000u; }
-  if (sf_is_nan(b_in)) { return b_in | 0x400000u; }
+  let nan = sf_nan_of(a_in, b_in);
+  if (nan != 0u) { return nan; }
   var a = a_in;
   var b = b_in;
   if ((a & 0x7fffffffu) < (b & 0x7fffffffu)) { a = b_in; b = a_in; }
@@ -120,8 +127,8 @@ HELPERS: dict[str, str] = {
 }
 """,
     "sf_mul": """fn sf_mul(a: u32, b: u32) -> u32 {
-  if (sf_is_nan(a)) { return a | 0x400000u; }
-  if (sf_is_nan(b)) { return b | 0x400000u; }
+  let nan = sf_nan_of(a, b);
+  if (nan != 0u) { return nan; }
   let sign = (a ^ b) & 0x80000000u;
   let ma = a & 0x7fffffffu;
   let mb = b & 0x7fffffffu;
@@ -141,8 +148,8 @@ HELPERS: dict[str, str] = {
 """,
     # Restoring division: 31 quotient bits, the remainder's rest as the sticky bit.
     "sf_div": """fn sf_div(a: u32, b: u32) -> u32 {
-  if (sf_is_nan(a)) { return a | 0x400000u; }
-  if (sf_is_nan(b)) { return b | 0x400000u; }
+  let nan = sf_nan_of(a, b);
+  if (nan != 0u) { return nan; }
   let sign = (a ^ b) & 0x80000000u;
   let ma = a & 0x7fffffffu;
   let mb = b & 0x7fffffffu;
