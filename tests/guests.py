@@ -69,12 +69,17 @@ def copy_kernel(name: str = "double", body: str | None = None) -> str:
 def runner_kernel(name: str, slot_in: int, slot_out: int, expr: str) -> str:
     """A kernel out[i] = expr(in[i]) over F32 with a real CPU runner; expr uses $x."""
     e = expr.replace("$x", f"(call $readBufferF32 (call $getBuffer (i32.const {slot_in})) (local.get 0))")
+    return looped_kernel(name, f"(call $writeBufferF32 (call $getBuffer (i32.const {slot_out})) (local.get 0) {e})")
+
+
+def looped_kernel(name: str, body: str) -> str:
+    """A kernel `body` over its index $i, with a CPU runner that calls it for every index below the count."""
     return f"""
-  (func $k_{name} (export "wago_gpu.kernel.{name}") (param i32)
-    (call $writeBufferF32 (call $getBuffer (i32.const {slot_out})) (local.get 0) {e}))
-  (func (export "wago_gpu.cpu.{name}") (param $n i32) (local $i i32)
+  (func $k_{name} (export "wago_gpu.kernel.{name}") (param $i i32)
+    {body})
+  (func (export "wago_gpu.cpu.{name}") (param $n i32) (local $j i32)
     (block $done (loop $next
-      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
-      (call $k_{name} (local.get $i))
-      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $done (i32.ge_u (local.get $j) (local.get $n)))
+      (call $k_{name} (local.get $j))
+      (local.set $j (i32.add (local.get $j) (i32.const 1)))
       (br $next))))"""

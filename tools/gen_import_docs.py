@@ -212,7 +212,9 @@ def render(table: dict[str, Any], check_order: str) -> str:
              "## Element types", ""]
     lines += table_rows(["ID", "name", "stored bytes", "Wasm scalar", "on the GPU"],
                         ([e["id"], f"`{e['name']}`", e["stored_bytes"], f"`{e['scalar']}`",
-                          "yes (one 32-bit word)" if e["gpu"] else "no (CPU only)"] for e in table["element_types"]))
+                          "yes (one 32-bit word)" if e["gpu"] else
+                          "yes, two 32-bit words (an extension: the reference keeps it on the CPU)"]
+                         for e in table["element_types"]))
     lines += ["## Statuses", ""]
     lines += table_rows(["value", "name"], ([s["value"], f"`{s['name']}`"] for s in table["statuses"]))
     lines += [f"Scalar intrinsics trap instead, with the message "

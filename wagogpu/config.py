@@ -150,7 +150,8 @@ CONFIG_FIELDS = tuple(f.name for f in fields(Config))
 # JSON spells kernels and bindings with the Python records' own rules (abi/kernel.py): an element
 # type or access as its number or its name in any case (an access also r, w, rw), a slot, an ID or a
 # count as a JSON integer, a flag as a JSON boolean. Every error names the field's path.
-KERNEL_JSON_FIELDS = ("id", "name", "export", "cpu_export", "bindings", "relaxed_float", "min_elements")
+KERNEL_JSON_FIELDS = ("id", "name", "export", "cpu_export", "bindings", "relaxed_float", "min_elements",
+                      "strict_float")
 
 
 def _within(where: str, exc: ConfigError) -> ConfigError:
@@ -183,7 +184,8 @@ def binding_from_json(raw: object, where: str) -> BindingConfig:
 
 
 def kernel_from_json(raw: object, where: str) -> KernelConfig:
-    """A kernel object: id, name (or export and cpu_export), bindings, relaxed_float, min_elements."""
+    """A kernel object: id, name (or export and cpu_export), bindings, relaxed_float, min_elements,
+    strict_float."""
     if not isinstance(raw, dict):
         raise ConfigError(where, "a kernel is an object with id, name (or export) and bindings")
     unknown = sorted(set(raw) - set(KERNEL_JSON_FIELDS))
@@ -210,7 +212,7 @@ def kernel_from_json(raw: object, where: str) -> KernelConfig:
     declared = tuple(binding_from_json(b, f"{where}.bindings[{i}]") for i, b in enumerate(bindings))
     try:
         return KernelConfig(raw["id"], export, cpu_export, declared, relaxed_float=raw.get("relaxed_float", False),
-                            min_elements=raw.get("min_elements", 0))
+                            min_elements=raw.get("min_elements", 0), strict_float=raw.get("strict_float", False))
     except ConfigError as exc:
         raise _within(where, exc) from None
 

@@ -17,6 +17,7 @@ from .floats import DESCRIPTIONS, FloatClass
 
 MAX_EXAMPLES = 3
 COMMAND = "python3 -m spec.gpu_testsuite"
+STRICT_FOLDER = "strict-float"  # the records of runs with every kernel strict_float, beside the others
 
 
 def adapter_slug(name: str) -> str:
@@ -126,7 +127,8 @@ def adapter_section(run: AdapterRun) -> list[str]:
     float_cases = run.total("float_gpu_cases")
     differing = sum(run.classes().values())
     failures = run.total("failures")
-    out = [f"## {a['adapter']}", "",
+    mode = ", every kernel `strict_float=True`" if a.get("strict_float") else ""
+    out = [f"## {a['adapter']}{mode}", "",
            f"Backend {a.get('backend', '?')}, driver {a.get('driver', '?')}; wagogpu {a.get('wagogpu', '?')}, "
            f"{a.get('seconds', 0):.0f} s. {run.total('gpu_cases')} cases ran on the GPU, {float_cases} of them "
            f"in float functions; **{differing}** of those differ from the spec. Integer results, traps "
@@ -144,7 +146,13 @@ def render_markdown(runs: list[AdapterRun]) -> str:
             "kernel, one element per case, and runs on the GPU path and on the guest's own CPU runner. "
             "The CPU path always gives Wasm's answer; integer results and traps are exact on the GPU "
             "too. With `relaxed_float=True` a float kernel's GPU results may differ as the tables below "
-            "record, per adapter and per class.", "",
+            "record, per adapter and per class. Outside the reference subset the compiler hides float "
+            "constants and results from the driver's folding (an OR with a run-time zero), which is what "
+            "keeps constant folding and reassociation out of these tables; flush-to-zero and approximate "
+            "division or square root happen in hardware and stay. A kernel declared `strict_float=True` "
+            "computes its f32 arithmetic exactly in integer code on every adapter (no relaxed_float "
+            "consent needed, about 5-6x the instructions): its sections, headed `strict_float=True`, "
+            "must show no difference.", "",
             "| class | meaning |", "| --- | --- |"]
     head += [f"| {c.value} | {DESCRIPTIONS[c]} |" for c in FloatClass] + [""]
     body = [line for run in runs for line in adapter_section(run)]
@@ -152,7 +160,9 @@ def render_markdown(runs: list[AdapterRun]) -> str:
 
 
 def render_folder(results: Path, markdown: Path) -> None:
-    runs = [read_jsonl(p) for p in sorted(results.glob("*.jsonl"))]
+    """The Markdown of every record in `results`, then of every strict_float record beside them."""
+    paths = sorted(results.glob("*.jsonl")) + sorted((results / STRICT_FOLDER).glob("*.jsonl"))
+    runs = [read_jsonl(p) for p in paths]
     markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text(render_markdown(runs), encoding="utf-8")
 

@@ -39,9 +39,10 @@ TRAP_CODES: dict[str, wasmtime.TrapCode] = {
 }
 
 
-def kernel_configs(jobs: list[FunctionJob]) -> dict[str, KernelConfig]:
+def kernel_configs(jobs: list[FunctionJob], strict_float: bool = False) -> dict[str, KernelConfig]:
     """One kernel per function signature, IDs from 1: params READ, results WRITE (a kernel with
-    neither declares an unused slot 0, since a kernel needs one binding)."""
+    neither declares an unused slot 0, since a kernel needs one binding); every kernel
+    strict_float when asked (the exact integer-coded f32 rows)."""
     configs: dict[str, KernelConfig] = {}
     for job in jobs:
         sig = signature_name(job.ftype)
@@ -52,7 +53,7 @@ def kernel_configs(jobs: list[FunctionJob]) -> dict[str, KernelConfig]:
                                   else Access["WRITE"]) for slot, t in enumerate(types)]
         bindings = bindings or [BindingConfig(0, ElementType["I32"], Access["READ"])]
         configs[sig] = KernelConfig(len(configs) + 1, f"wago_gpu.kernel.{sig}", f"wago_gpu.cpu.{sig}",
-                                    tuple(bindings), relaxed_float=True)
+                                    tuple(bindings), relaxed_float=True, strict_float=strict_float)
     return configs
 
 

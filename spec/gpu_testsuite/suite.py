@@ -45,11 +45,13 @@ def _wgpu_info(device: str) -> dict:
     return found[0] if found else {}
 
 
-def run_suite(files: list[Path], allow_software_adapter: bool = True, require_gpu: bool = False) -> SuiteRun:
-    """Plan and run `files` on one Host whose GPU path must be live (RuntimeError if it is not)."""
+def run_suite(files: list[Path], allow_software_adapter: bool = True, require_gpu: bool = False,
+              strict_float: bool = False) -> SuiteRun:
+    """Plan and run `files` on one Host whose GPU path must be live (RuntimeError if it is not);
+    strict_float: every kernel in the exact float mode."""
     start = time.perf_counter()
     plans = [plan_file(p) for p in files]
-    configs = kernel_configs([j for p in plans for j in p.jobs])
+    configs = kernel_configs([j for p in plans for j in p.jobs], strict_float)
     host = open_host(configs, allow_software_adapter, require_gpu)
     try:
         runner = JobRunner(host, configs)
@@ -63,4 +65,6 @@ def run_suite(files: list[Path], allow_software_adapter: bool = True, require_gp
                "driver": info.get("description", "?"), "adapter_type": info.get("adapter_type", "?"),
                "wagogpu": wagogpu.__version__, "python": platform.python_version(),
                "testsuite_commit": commit, "files": len(files), "seconds": round(time.perf_counter() - start, 2)}
+    if strict_float:
+        adapter["strict_float"] = True
     return SuiteRun(adapter, results)

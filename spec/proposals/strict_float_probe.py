@@ -1,4 +1,4 @@
-"""Probe: are strict_float.wgsl's integer-only f32 operations exact on this adapter, how far off
+"""Probe: are the strict_float kernels' integer-only f32 operations (strictfloat.py) exact on this adapter, how far off
 are the adapter's native float operations, and what does strict mode cost?
 
     python3 spec/proposals/strict_float_probe.py [--pairs 200000] [--elements 4194304] [--out FILE]
@@ -22,7 +22,12 @@ from pathlib import Path
 import numpy as np
 import wgpu
 
-HELPERS = (Path(__file__).resolve().parent / "strict_float.wgsl").read_text(encoding="utf-8")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))  # this checkout's wagogpu
+from wagogpu.compiler import strictfloat  # noqa: E402
+from wagogpu.compiler.ops import helper_text  # noqa: E402
+
+# The strict helpers as the compiler emits them (wagogpu/compiler/strictfloat.py).
+HELPERS = helper_text(tuple(strictfloat.HELPERS))
 WORKGROUP = 64
 ROW = 65535 * WORKGROUP
 
@@ -34,19 +39,19 @@ class Mode(enum.StrEnum):
 
 # name -> (native WGSL expression, strict WGSL expression) over a, b (u32 bits); numpy reference
 OPS: dict[str, tuple[str, str]] = {
-    "add": ("bitcast<u32>(x + y)", "wasm_fadd(a, b)"),
-    "sub": ("bitcast<u32>(x - y)", "wasm_fsub(a, b)"),
-    "mul": ("bitcast<u32>(x * y)", "wasm_fmul(a, b)"),
-    "div": ("bitcast<u32>(x / y)", "wasm_fdiv(a, b)"),
-    "sqrt": ("bitcast<u32>(sqrt(x))", "wasm_fsqrt(a)"),
+    "add": ("bitcast<u32>(x + y)", "sf_add(a, b)"),
+    "sub": ("bitcast<u32>(x - y)", "sf_sub(a, b)"),
+    "mul": ("bitcast<u32>(x * y)", "sf_mul(a, b)"),
+    "div": ("bitcast<u32>(x / y)", "sf_div(a, b)"),
+    "sqrt": ("bitcast<u32>(sqrt(x))", "sf_sqrt(a)"),
     "compare": ("u32(x == y) | (u32(!(x == y)) << 1u) | (u32(x < y) << 2u) | (u32(x > y) << 3u)"
                 " | (u32(x <= y) << 4u) | (u32(x >= y) << 5u)",
-                "wasm_feq(a, b) | (wasm_fne(a, b) << 1u) | (wasm_flt(a, b) << 2u) | (wasm_fgt(a, b) << 3u)"
-                " | (wasm_fle(a, b) << 4u) | (wasm_fge(a, b) << 5u)"),
-    "trunc": ("bitcast<u32>(trunc(x))", "wasm_ftrunc(a)"),
-    "floor": ("bitcast<u32>(floor(x))", "wasm_ffloor(a)"),
-    "ceil": ("bitcast<u32>(ceil(x))", "wasm_fceil(a)"),
-    "nearest": ("bitcast<u32>(round(x))", "wasm_fnearest(a)"),
+                "sf_eq(a, b) | (sf_ne(a, b) << 1u) | (sf_lt(a, b) << 2u) | (sf_gt(a, b) << 3u)"
+                " | (sf_le(a, b) << 4u) | (sf_ge(a, b) << 5u)"),
+    "trunc": ("bitcast<u32>(trunc(x))", "sf_trunc(a)"),
+    "floor": ("bitcast<u32>(floor(x))", "sf_floor(a)"),
+    "ceil": ("bitcast<u32>(ceil(x))", "sf_ceil(a)"),
+    "nearest": ("bitcast<u32>(round(x))", "sf_nearest(a)"),
 }
 UNARY = {"sqrt", "trunc", "floor", "ceil", "nearest"}
 
@@ -151,7 +156,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
         return records
 
     def cost(self, mode: Mode, elements: int, repeats: int = 12) -> dict:
-        native, strict = "v * 0.875 + 0.25", "wasm_fadd(wasm_fmul(v, 0x3f600000u), 0x3e800000u)"
+        native, strict = "v * 0.875 + 0.25", "sf_add(sf_mul(v, 0x3f600000u), 0x3e800000u)"
         carrier = "bitcast<f32>(inp[2u * i])" if mode is Mode.NATIVE else "inp[2u * i]"
         step = native if mode is Mode.NATIVE else strict
         body = [f"  var v = {carrier};"] + [f"  v = {step};"] * 32

@@ -104,7 +104,9 @@ def gpu() -> GpuHelper:
     adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance", force_fallback_adapter=False)
     if adapter is None:
         pytest.fail("no wgpu adapter opened (install mesa-vulkan-drivers for lavapipe)")
-    device = adapter.request_device_sync()
+    # f64 kernels need shader-f64 and shader-int64, which the host's device asks for where the adapter has them
+    wanted = ("shader-f64", "shader-int64")
+    device = adapter.request_device_sync(required_features=[f for f in wanted if f in adapter.features])
     if device is None:
         pytest.fail("the wgpu adapter gave no device")
     return GpuHelper(device)

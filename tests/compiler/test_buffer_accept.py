@@ -99,10 +99,10 @@ def test_b4_public_compile_error_kinds():
     at = source.find(b"\x94\x10")
     source[at] = 0x95  # f32.div: the reference refused it, the extended subset accepts it
     assert "bitcast<f32>(v0) / " in compile_buffer_wgsl(bytes(source), K)
-    source[at] = 0x99  # f64.abs: outside both
+    source[at] = 0xD1  # ref.is_null: outside both
     with pytest.raises(CompileError) as e:
         compile_buffer_wgsl(bytes(source), K)
-    assert e.value.message == "unsupported opcode 0x99"
+    assert e.value.message == "unsupported opcode 0xd1"
     cases.append((e.value, UNSUPPORTED))
     with pytest.raises(CompileError) as e:
         compile_buffer_wgsl(bytes(4 * 1024 * 1024 + 1), K)

@@ -17,13 +17,13 @@ INVALID, UNSUPPORTED, LIMIT = CompileErrorKind.INVALID_CONTRACT, CompileErrorKin
 def test_classification_of_each_kernel():
     src = tm(TWICE_BODY, extra_kernels=[
         ("div", write1(read0() + f32c(2.0) + b"\x95"), ()),  # f32.div: the extended subset
-        ("f64", write1(read0() + b"\x99"), ()),  # f64.abs: outside it
+        ("ref", write1(read0() + b"\xd1"), ()),  # ref.is_null: outside it
         ("bad", TM.write("F32", TM.get(0), lget(0), f32c(1.0)), ()),
     ])
     f64 = config((0, E.F64, A.READ))
     kernels = [K, kernel_config("div", kid=2), kernel_config("bad", kid=3), kernel_config("absent", kid=4),
                kernel_config("twice", kid=5), type(K)(6, K.export, K.cpu_export, f64.bindings),
-               kernel_config("f64", kid=7)]
+               kernel_config("ref", kid=7)]
     contract = inspect_module(src, kernels)
     assert contract.verified and contract.reason == ""
     assert contract.memories == (MemoryDecl(False, False, False),)
@@ -32,7 +32,7 @@ def test_classification_of_each_kernel():
     assert p[1].read_slots == {0} and p[1].write_slots == {1} and p[1].read_before_write == frozenset()
     assert p[1].is_float and p[1].used_slots == (0, 1) and p[1].translate_seconds > 0
     assert p[2].cls is KernelClass.ELIGIBLE and p[2].is_float and not p[2].error_word and p[2].loop_budget == 0
-    assert (p[7].cls, p[7].error_kind, p[7].reason) == (KernelClass.REJECTED, UNSUPPORTED, "unsupported opcode 0x99")
+    assert (p[7].cls, p[7].error_kind, p[7].reason) == (KernelClass.REJECTED, UNSUPPORTED, "unsupported opcode 0xd1")
     assert (p[3].cls, p[3].reason) == (KernelClass.INVALID, "intrinsic violates slot access")
     assert (p[4].cls, p[4].reason) == (KernelClass.INVALID, "wago_gpu.kernel.absent must be a defined (i32) -> () export")
     assert p[5].cls is KernelClass.INVALID

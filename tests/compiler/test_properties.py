@@ -74,15 +74,21 @@ def test_fast_and_checked_loops_agree(monkeypatch, data):
 
 
 def test_fast_loop_hands_over_at_the_first_extended_instruction(monkeypatch):
-    """A body that leaves the reference subset is lowered once: run_fast up to the first instruction
-    outside it, run_checked from there (never from the start again)."""
-    body = write1(f32mul(read0(), f32c(2.0))) + lget(0) + b"\x1a" + write1(f32c(1.0))  # drop is extended
-    source, calls = tm(body), []
+    """A body that leaves the reference subset runs run_fast up to the first instruction outside it and
+    run_checked from there. Only when f32 arithmetic was emitted before that point is the body lowered
+    again from the start, so that its float operands are opaque too (valuetext.py)."""
+    calls: list[int] = []
     checked = lower.run_checked
     monkeypatch.setattr(lower, "run_checked", lambda st, pc=0: calls.append(pc) or checked(st, pc))
-    wgsl = compile_buffer_wgsl(source, K)
-    assert len(calls) == 1 and calls[0] == len(write1(f32mul(read0(), f32c(2.0)))) + len(lget(0))
+    prefix = write1(f32c(1.0)) + write1(read0())
+    wgsl = compile_buffer_wgsl(tm(prefix + lget(0) + b"\x1a" + write1(f32mul(read0(), f32c(2.0)))), K)
+    assert calls == [len(prefix) + len(lget(0))]
+    assert wgsl.count("slot1[index] =") == 3 and "0x40000000u | params.pad2" in wgsl
+    calls.clear()
+    wgsl = compile_buffer_wgsl(tm(write1(f32mul(read0(), f32c(2.0))) + lget(0) + b"\x1a" + write1(f32c(1.0))), K)
+    assert calls == [0]
     assert wgsl.count("slot1[index] =") == 2 and wgsl.count("let v0: u32 = slot0[index];") == 1
+    assert "0x40000000u | params.pad2" in wgsl
 
 
 @FAST

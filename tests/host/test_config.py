@@ -168,3 +168,14 @@ def test_json_takes_the_adapter_fields():
 
     cfg = config_from_json({**_json_kernel(), "adapter": "llvmpipe", "backend": "GL"})
     assert (cfg.adapter, cfg.backend) == ("llvmpipe", "gl")
+def test_strict_float_is_a_kernel_flag_in_python_and_json():
+    from wagogpu import ConfigError
+    from wagogpu.config import config_from_json
+
+    k = KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k", [BindingConfig(0, "F32", "read")], strict_float=True)
+    assert k.strict_float and not k.relaxed_float
+    with pytest.raises(ConfigError) as e:
+        KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k", [BindingConfig(0, "F32", "read")], strict_float=1)
+    assert e.value.field == "strict_float"
+    cfg = config_from_json({"kernels": [{"id": 1, "name": "k", "strict_float": True, "bindings": [[0, "F32", "read"]]}]})
+    assert cfg.kernels[0].strict_float

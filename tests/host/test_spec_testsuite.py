@@ -105,3 +105,23 @@ def test_gpu_coverage_does_not_shrink(suite: SuiteRun):
     lost = {r.file: (r.gpu_cases, recorded[r.file]) for r in suite.results
             if r.gpu_cases < recorded.get(r.file, 0)}
     assert lost == {}, f"fewer cases ran on the GPU than recorded (now, recorded); if intended, {REGENERATE}"
+
+
+@pytest.fixture(scope="module")
+def strict_suite() -> SuiteRun:
+    try:
+        return run_suite(wast_files(), allow_software_adapter=not HARDWARE_REQUIRED, require_gpu=HARDWARE_REQUIRED,
+                         strict_float=True)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+def test_strict_float_kernels_give_every_spec_answer(strict_suite: SuiteRun, suite: SuiteRun):
+    """With every kernel strict_float the GPU gives the spec's answer for every case, floats included,
+    on every adapter (no record needed), and covers every case the native mode covers."""
+    assert sum(r.float_cases for r in strict_suite.results) >= 6000
+    assert {r.file: dict(r.classes()) for r in strict_suite.results if r.classes()} == {}
+    assert [f for r in strict_suite.results for f in r.failures()] == []
+    assert {r.file: dict(r.fallbacks) for r in strict_suite.results if r.fallbacks} == {}
+    native = {r.file: r.gpu_cases for r in suite.results}
+    assert {r.file: r.gpu_cases for r in strict_suite.results} == native

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from .table import SLOT_COUNT, Access, ElementType
+from .table import SLOT_COUNT, TYPE_INFO, Access, ElementType
 
 KERNEL_PREFIX = "wago_gpu.kernel."
 CPU_PREFIX = "wago_gpu.cpu."
@@ -32,6 +32,10 @@ PARAMETER_BLOCK_BYTES = 16
 # gpu/probe.py), so the WGSL does not depend on the device. The shader's Params struct keeps the
 # reference's field names, so kernels of the reference subset keep their exact text.
 LOOP_BUDGET_FIELD = "pad0"
+# u32 words per element on the GPU (an extension of the reference, whose 64-bit types stay on the
+# CPU): one for the types up to 32 bits (narrow ones zero-extended into the low bits), two for the
+# 64-bit types I64, U64 and F64, whose raw bits travel as they are stored (low word first).
+GPU_WORDS: dict[ElementType, int] = {t: 2 if info.stored_bytes == 8 else 1 for t, info in TYPE_INFO.items()}
 ERROR_WORD_BYTES = 16  # array<atomic<u32>, 4>: word 0 holds the first KernelError raised
 
 
@@ -91,7 +95,12 @@ class BindingConfig:
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """A kernel as the user declared it: ID, the two export names, bindings and its consent."""
+    """A kernel as the user declared it: ID, the two export names, bindings and its consent.
+
+    strict_float (an extension): the kernel's f32 arithmetic, comparisons, roundings and
+    conversions run as exact integer code on the GPU, so they give Wasm's answer on every adapter
+    and the kernel needs no relaxed_float consent for them (about 6x the cost of native floats).
+    """
 
     id: int
     export: str
@@ -99,6 +108,7 @@ class KernelConfig:
     bindings: tuple[BindingConfig, ...]
     relaxed_float: bool = False
     min_elements: int = 0
+    strict_float: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bindings", tuple(self.bindings))
@@ -112,8 +122,9 @@ class KernelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(name, f"expected an integer, got {value!r}")
-        if not isinstance(self.relaxed_float, bool):
-            raise ConfigError("relaxed_float", f"expected a bool, got {self.relaxed_float!r}")
+        for name in ("relaxed_float", "strict_float"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, f"expected a bool, got {getattr(self, name)!r}")
 
     @property
     def suffix(self) -> str:

@@ -81,7 +81,7 @@ class Dispatcher:
     def _execute_plan(self, tx: Transaction) -> ExecutePlan:
         d = tx.inst.device
         assert d.uniform is not None  # set up with the small buffers
-        uploads = [(u.gpu, u.start * 4, u.words) for u in tx.uploads] if tx.uploads else _NO_UPLOADS
+        uploads = [(u.gpu, u.start * u.buf.gpu_stride, u.words) for u in tx.uploads] if tx.uploads else _NO_UPLOADS
         if tx.plan.error_word:
             assert d.error_word is not None
             uploads = [*uploads, (d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))]
@@ -141,7 +141,7 @@ class Dispatcher:
             buf = u.buf
             buf.record.mark_uploaded()
             # Uploaded whole: prestage the next full set of it (if it is big enough to matter).
-            buf.stage_hint = u.start == 0 and u.end == buf.length and buf.stored_bytes == 4 \
+            buf.stage_hint = u.start == 0 and u.end == buf.length and buf.raw \
                 and buf.gpu_bytes >= stage_min
             op.logical_upload_bytes += (u.end - u.start) * buf.stored_bytes
             op.gpu_upload_bytes += u.words.nbytes

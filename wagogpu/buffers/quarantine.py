@@ -77,7 +77,7 @@ class Rescue:
             staging = self._staging(size)
         except DeviceAllocationError:
             return False
-        direct = inst.cpu_bytes(buf).view("<u4") if buf.stored_bytes == 4 else None
+        direct = inst.cpu_bytes(buf).view("<u4") if buf.raw else None
         try:
             words = self.device.read(buf.gpu, staging, size, remaining, out=direct)
         except DeviceFailure as exc:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import overload
 
 from ..abi import accessor as acc
+from ..abi.kernel import GPU_WORDS
 from ..abi.table import TYPE_INFO, ElementType
 from ..diagnostics import BufferState
 from ..gpu import BufferHandle, UploadStage
@@ -191,12 +192,16 @@ class Buffer:
     # Fixed for the buffer's life, read on every transfer and dispatch: plain attributes.
     stored_bytes: int = field(init=False)
     nbytes: int = field(init=False)  # bytes of the CPU copy
-    gpu_bytes: int = field(init=False)  # bytes of the device copy: one 32-bit word per element
+    gpu_stride: int = field(init=False)  # bytes per element on the device: one u32 word, two for 64-bit types
+    gpu_bytes: int = field(init=False)  # bytes of the device copy
+    raw: bool = field(init=False)  # the device copy's bytes are the stored bytes (32- and 64-bit types)
 
     def __post_init__(self) -> None:
         self.stored_bytes = TYPE_INFO[self.type].stored_bytes
         self.nbytes = self.length * self.stored_bytes
-        self.gpu_bytes = self.length * 4
+        self.gpu_stride = 4 * GPU_WORDS[self.type]
+        self.gpu_bytes = self.length * self.gpu_stride
+        self.raw = self.stored_bytes == self.gpu_stride
 
     def parked_valid(self) -> bool:
         """The parked readback holds the current version (so the buffer counts as CPU-current)."""

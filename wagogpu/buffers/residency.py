@@ -122,7 +122,7 @@ class Residency:
         if buf.parked is not None:
             self.unpark(inst, buf)
         stage, buf.stage = buf.stage, None
-        if stage is None and buf.stage_hint and nbytes >= tuning.prestage_min_bytes and buf.stored_bytes == 4 \
+        if stage is None and buf.stage_hint and nbytes >= tuning.prestage_min_bytes and buf.raw \
                 and self.usable and inst.reserve(nbytes):
             try:
                 stage = self.live.stage(nbytes)
@@ -173,7 +173,7 @@ class Residency:
             if buf.parked_valid():
                 return _OK, buf.parked[0].mapped
             self.unpark(inst, buf)
-        if flags & (acc.CPU_CURRENT | acc.LOST) or buf.stored_bytes != 4 or buf.gpu_bytes < self.tuning.park_min_bytes:
+        if flags & (acc.CPU_CURRENT | acc.LOST) or not buf.raw or buf.gpu_bytes < self.tuning.park_min_bytes:
             status = self.make_cpu_current(inst, buf, deadline, counters, op)
             return status, inst.cpu_address(buf) if status == _OK else 0
         status = self._readback(inst, buf, deadline, counters, op, park=True)
@@ -240,7 +240,7 @@ class Residency:
             op.hardware_submitted = not dev.info.is_software
         t0 = time.perf_counter()
         # Whole-word types read straight into the (stale, not yet current) CPU copy.
-        direct = inst.cpu_bytes(buf).view("<u4") if buf.stored_bytes == 4 and not park else None
+        direct = inst.cpu_bytes(buf).view("<u4") if buf.raw and not park else None
         try:
             if park:
                 dev.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0))

@@ -128,7 +128,8 @@ def _output(res: Residency, tx: Transaction, slot: int, buf: Buffer, replace: bo
         if slot in tx.plan.read_before_write:
             tx.seeds.append((gpu, scratch[0], 0, size))
         elif tx.count < buf.length:
-            tx.seeds.append((gpu, scratch[0], tx.count * 4, size - tx.count * 4))
+            skip = tx.count * buf.gpu_stride
+            tx.seeds.append((gpu, scratch[0], skip, size - skip))
     tx.storage.append(scratch[0])
     return _OK
 

@@ -64,6 +64,7 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int], list[Fl
                                                           "(ACCESS read, write or rw); repeat"}),
                  (("--id",), {"type": int, "default": 1, "help": "kernel ID (default 1)"}),
                  switch("--relaxed-float", help="declare float consent (relaxed_float=True)"),
+                 switch("--strict-float", help="exact integer-coded f32 arithmetic (strict_float=True)"),
                  (("--legacy",), {"metavar": "EXPORT", "help": "compile a legacy (f32) -> f32 export instead"}),
                  switch("--explain", help="when the kernel stays on the CPU, list every blocker of it and of "
                                           "the functions it calls")]),

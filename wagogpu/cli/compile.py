@@ -113,7 +113,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
             wgsl = compile_wgsl(wasm, args.legacy)
         else:
             export, cpu_export = kernel_exports(args.kernel)
-            kernel = KernelConfig(args.id, export, cpu_export, tuple(args.binding), relaxed_float=args.relaxed_float)
+            kernel = KernelConfig(args.id, export, cpu_export, tuple(args.binding), relaxed_float=args.relaxed_float,
+                                  strict_float=args.strict_float)
             wgsl = compile_buffer_wgsl(wasm, kernel)
     except CompileError as exc:
         from ..compiler import in_words

@@ -85,7 +85,7 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "wagogpu": __version__, "wasmtime": version("wasmtime"), "wgpu": version("wgpu"),
         "numpy": version("numpy"), "power_preference": args.power_preference, "wgpu_problem": problem,
-        "adapters": [dict(asdict(a), index=i, timestamp_query="timestamp-query" in a.features)
+        "adapters": [dict(asdict(a), index=i, timestamp_query="timestamp-query" in a.features, f64_kernels=a.has_f64)
                      for i, a in enumerate(adapters)],
         "choice": {key: choice(adapters, args.power_preference, key != "default", problem) for _, key in SETTINGS},
     }
@@ -100,8 +100,11 @@ def print_adapter(index: int, a: dict[str, Any], verbose: bool) -> None:
     print(f"      vendor {a['vendor']}, backend {a['backend']}, type {a['adapter_type']}, driver {a['driver'] or '?'}, "
           f"software: {'yes' if a['is_software'] else 'no'}")
     features = a["features"]
-    flags = ", ".join(f"{f}: {'yes' if f in features else 'no'}" for f in ("timestamp-query", "shader-f16"))
+    flags = ", ".join(f"{f}: {'yes' if f in features else 'no'}"
+                      for f in ("timestamp-query", "shader-f16", "shader-f64", "shader-int64"))
     print(f"      {flags}; {len(features)} features" + ("" if verbose else " (--verbose lists them)"))
+    print(f"      f64 arithmetic in kernels: "
+          f"{'on the GPU' if a['f64_kernels'] else 'CPU only (needs shader-f64 and shader-int64)'}")
     if verbose:
         print(f"      features: {', '.join(features)}")
     limits = ", ".join(f"{k} {a['limits'][k]}" for k in KEY_LIMITS if k in a["limits"])

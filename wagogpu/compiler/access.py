@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Callable
 
 from ..abi.kernel import KernelError
-from ..abi.table import SLOT_COUNT
+from ..abi.table import SLOT_COUNT, ElementType
 from .contract import CompileError
 from .inline import call_defined
 from .intrinsics import I32, Intrinsic, IntrinsicKind
-from .lowering import BITS, INVALID, UNSUPPORTED, Lowering
-from .records import CONSTANT, HANDLE, INDEX, NUMBER
+from .lowering import INVALID, UNSUPPORTED, Lowering
+from .records import BITS_FORM, CONSTANT, HANDLE, INDEX, NUMBER
 from .wgsl import LOAD_EXPR, STORE_WRAP
 
 NOT_ON_GPU = "intrinsic type unsupported on GPU"
@@ -38,7 +38,7 @@ def call(st: Lowering) -> None:
     if intrinsic is None:
         raise CompileError(UNSUPPORTED, "unknown intrinsic")
     if imp.bad_signature:
-        raise CompileError(INVALID, "intrinsic signature mismatch")
+        raise st.contract_error("intrinsic signature mismatch")
     INTRINSIC_HANDLERS[intrinsic.kind](st, intrinsic)
 
 
@@ -50,7 +50,7 @@ def get_buffer(st: Lowering, _: Intrinsic) -> None:
     if slot[0] != CONSTANT:
         raise CompileError(UNSUPPORTED, "slot must be constant")
     if slot[2] >= SLOT_COUNT or slot[2] not in st.slot_type:
-        raise CompileError(INVALID, "undeclared slot")
+        raise st.contract_error("undeclared slot")
     st.stack.append((HANDLE, I32, slot[2]))
 
 
@@ -58,9 +58,18 @@ def management(st: Lowering, _: Intrinsic) -> None:
     raise CompileError(UNSUPPORTED, "management call in kernel")
 
 
-def read(st: Lowering, intrinsic: Intrinsic) -> None:
-    if not intrinsic.gpu or intrinsic.elem is None:
+def _typed(st: Lowering, intrinsic: Intrinsic) -> ElementType:
+    """A read or write intrinsic's element type; a 64-bit one is beyond the reference, which
+    refuses it (compiler.md §1.3.5), so contract errors from here on fall back as its refusal."""
+    if intrinsic.elem is None:
         raise CompileError(UNSUPPORTED, NOT_ON_GPU)
+    if not intrinsic.gpu:
+        st.beyond_reference = True
+    return intrinsic.elem
+
+
+def read(st: Lowering, intrinsic: Intrinsic) -> None:
+    elem = _typed(st, intrinsic)
     element = st.pop(I32)
     handle = st.pop(I32)
     if st.top.dead:
@@ -73,7 +82,7 @@ def read(st: Lowering, intrinsic: Intrinsic) -> None:
     slot = handle[2]
     st.check_slot(slot, intrinsic, st.can_read)
     bit = 1 << slot
-    expr = LOAD_EXPR[intrinsic.elem].format(slot)
+    expr = LOAD_EXPR[elem].format(slot)
     if element[0] == INDEX:
         if not st.mw & bit:
             st.rbw |= bit
@@ -85,22 +94,21 @@ def read(st: Lowering, intrinsic: Intrinsic) -> None:
         expr = expr.replace("[index]", f"[{at}]")
         st.gathers |= bit
     st.reads |= bit
-    st.stack.append((NUMBER, intrinsic.scalar, st.let(BITS, expr)))
+    st.stack.append((NUMBER, intrinsic.scalar, st.let(BITS_FORM[intrinsic.scalar], expr)))
 
 
 def write(st: Lowering, intrinsic: Intrinsic) -> None:
-    if not intrinsic.gpu or intrinsic.elem is None:
-        raise CompileError(UNSUPPORTED, NOT_ON_GPU)
+    elem = _typed(st, intrinsic)
     data = st.pop(intrinsic.scalar)
     if st.top.dead:
         st.pop(I32)
         st.pop(I32)
         return
     if data[0] == HANDLE:
-        raise CompileError(INVALID, "buffer handle cannot be stored as data")
+        raise st.contract_error("buffer handle cannot be stored as data")
     slot = st.access_operands()
     st.check_slot(slot, intrinsic, st.can_write)
-    st.emit(f"  slot{slot}[index] = {STORE_WRAP[intrinsic.elem].format(st.bits(data))};\n")
+    st.emit(f"  slot{slot}[index] = {STORE_WRAP[elem].format(st.bits(data))};\n")
     bit = 1 << slot
     st.mw |= bit
     st.writes |= bit

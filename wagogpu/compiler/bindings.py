@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..abi.kernel import BindingConfig
+from ..abi.kernel import GPU_WORDS, BindingConfig
 from ..abi.table import SLOT_COUNT, TYPE_INFO, Access, ElementType
 from .contract import CompileErrorKind
 
@@ -21,6 +21,10 @@ class BindingFacts:
     is_float: bool  # an F16, F32 or F64 binding
     f16: bool  # an F16 binding: the shader carries the helper
     problem: tuple[CompileErrorKind, str] | None  # the scan's first rejection
+    # Slots of 64-bit types (two words per element on the GPU). The reference refuses any kernel
+    # that declares one ("64-bit GPU buffers are unsupported"); here it runs, and a contract error
+    # in its body falls back as the reference's refusal would (Lowering.contract_error).
+    wide: int = 0
 
 
 _FACTS: dict[int, tuple[object, BindingFacts]] = {}  # id(bindings tuple) -> (that tuple, facts)
@@ -41,7 +45,7 @@ def binding_facts(bindings: tuple[BindingConfig, ...]) -> BindingFacts:
 
 def _scan(bindings: tuple[BindingConfig, ...]) -> BindingFacts:
     slot_type: dict[int, ElementType] = {}
-    can_read = can_write = 0
+    can_read = can_write = wide = 0
     is_float = f16 = False
     problem = None
     for b in bindings:
@@ -52,13 +56,12 @@ def _scan(bindings: tuple[BindingConfig, ...]) -> BindingFacts:
         info = TYPE_INFO[ElementType(etype)]
         if info.scalar in FLOAT_SCALARS:
             is_float = True
-        if not info.gpu:
-            problem = (CompileErrorKind.UNSUPPORTED, "64-bit GPU buffers are unsupported")
-            break
+        if GPU_WORDS[info.type] == 2:
+            wide |= 1 << slot
         slot_type[slot] = ElementType(etype)
         f16 = f16 or etype == F16
         if access & Access.READ:
             can_read |= 1 << slot
         if access & Access.WRITE:
             can_write |= 1 << slot
-    return BindingFacts(slot_type, can_read, can_write, is_float, f16, problem)
+    return BindingFacts(slot_type, can_read, can_write, is_float, f16, problem, wide)

@@ -29,11 +29,12 @@ class LoweredKernel:
     reads: int  # bit masks over slots
     writes: int
     read_before_write: int
-    is_float: bool
+    is_float: bool  # needs relaxed_float consent (a strict_float kernel: only for its native f64)
     error_word: bool = False  # the shader declares the error word binding after the slots
     loop_budget: int = 0  # loop iterations per invocation the shader allows (0: no loop)
     memory: int = -1  # the guest memory its loads read (memload.py); -1: none
     memory_low: int = 0
+    f64: bool = False  # the shader uses WGSL f64: only an adapter with shader-f64 runs it
 
 
 _VALID: dict[int, KernelConfig] = {}  # id -> kernel configs that passed (frozen, so they stay valid)
@@ -92,21 +93,23 @@ def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = Tr
     """Lower a validated kernel config against a decoded module; raises CompileError."""
     start, end = select_body(module, kernel)
     facts = binding_facts(kernel.bindings)
-    body = lower_body(module, start, end, facts)
+    body = lower_body(module, start, end, facts, kernel.strict_float)
     if body.memory >= 0:  # loads always can raise the error word: the snapshot binds after it
         binding = bin(body.reads | body.writes).count("1") + 2
         text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d, True,
-                        helper_text(body.helpers) + memload.helper_text(body.extra_helpers),
+                        helper_text(body.helpers) + memload.helper_text(body.extra_helpers), facts.wide,
                         memload.binding_line(binding))
-    elif body.error_word or body.helpers:
+    elif body.error_word or body.helpers or facts.wide:
         text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d, body.error_word,
-                        helper_text(body.helpers))
+                        helper_text(body.helpers), facts.wide)
     else:  # every kernel of the reference subset
         text = assemble(body.reads, body.writes, facts.f16, body.code, grid_2d)
     if len(text) > lim.MAX_WGSL_BYTES:
         raise CompileError(CompileErrorKind.LIMIT, "WGSL byte limit")
-    return LoweredKernel(text, body.reads, body.writes, body.read_before_write & body.writes, body.is_float,
-                         body.error_word or body.memory >= 0, body.loop_budget, body.memory, body.memory_low)
+    # A strict kernel's floats are Wasm's, except what has no exact form (rows that stay rounding).
+    is_float = body.rounding if kernel.strict_float else body.is_float
+    return LoweredKernel(text, body.reads, body.writes, body.read_before_write & body.writes, is_float,
+                         body.error_word or body.memory >= 0, body.loop_budget, body.memory, body.memory_low, body.f64)
 
 
 def compile_buffer_wgsl(source: bytes, kernel: KernelConfig) -> str:

@@ -12,7 +12,7 @@ it is still checked, but nothing is emitted for it.
 
 Values in and out (multi-value block types). A construct's parameters are its initial stack (an
 if's else-part starts with them again; an if without else is an empty else). Its results travel in
-one `var v<n>: u32` each, assigned on every edge into its end: the fall-through and every branch
+one `var v<n>` each (a u32, or a vec2<u32> for a 64-bit type), assigned on every edge into its end: the fall-through and every branch
 to a block or if. A branch to a loop carries the loop's parameters instead, so a loop some branch
 targets keeps them in vars, assigned before it opens and by every branch back, and reads them
 into fresh lets at the head of every pass (stack values stay snapshots, and a branch that passes
@@ -42,14 +42,15 @@ from ..abi.kernel import KernelError
 from . import reader as lim
 from .contract import CompileError
 from .frames import ALL_SLOTS, Frame, FrameKind
-from .intrinsics import F32, I32
-from .lowering import BITS, INVALID, LIMIT, UNSUPPORTED, Lowering, raise_error
+from .intrinsics import F32, F64, I32, I64
+from .lowering import INVALID, LIMIT, LOCAL_TYPES, UNSUPPORTED, Lowering, raise_error
 from .prescan import prescan
-from .records import CONSTANT, FRAME, HANDLE, NUMBER, VAR, Record
+from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, NUMBER, VAR, WGSL_TYPE, Record
 
 BlockType = tuple[tuple[int, ...], tuple[int, ...]]  # (param types, result types)
-BLOCK_TYPES: dict[int, BlockType] = {-64: ((), ()), -1: ((), (I32,)), -3: ((), (F32,))}  # 0x40, 0x7f, 0x7d
-VALUE_TYPES = frozenset((I32, F32))
+# 0x40, 0x7f, 0x7e, 0x7d, 0x7c
+BLOCK_TYPES: dict[int, BlockType] = {-64: ((), ()), -1: ((), (I32,)), -2: ((), (I64,)), -3: ((), (F32,)),
+                                     -4: ((), (F64,))}
 TRAP = raise_error(KernelError.TRAP)
 OUT_OF_FUEL = "  if (fuel == 0u) {\n" + raise_error(KernelError.LOOP_BUDGET) + "  }\n  fuel = fuel - 1u;\n"
 # The opening of a construct, by (kind, wrapper); an if's head follows its text.
@@ -69,7 +70,7 @@ def block_type(st: Lowering) -> BlockType:
     if sig is None:
         raise CompileError(INVALID, "block type index out of range")
     params, results = tuple(sig[0]), tuple(sig[1])
-    if not VALUE_TYPES.issuperset(params + results):
+    if not LOCAL_TYPES.issuperset(params + results):
         raise CompileError(UNSUPPORTED, "block type is unsupported")
     return params, results
 
@@ -88,7 +89,7 @@ def enter_top_construct(st: Lowering, at: int) -> None:
             continue  # already there / an address: refused if the construct really assigns it
         if i not in st.var_locals:
             st.var_locals.add(i)
-            st.decls.append(f"  var l{i}: u32;\n")
+            st.decls.append(f"  var l{i}: {WGSL_TYPE[BITS_FORM[rec[1]]]};\n")
         st.emit(f"  l{i} = {st.bits(rec)};\n")
         locals_[i] = (VAR, rec[1], i)
 
@@ -109,18 +110,18 @@ def open_frame(st: Lowering, kind: FrameKind, at: int, block: BlockType, head: s
     parent = frames[-1]
     frame = Frame(kind, params, results, len(st.stack), wrapper, parent.dead, not parent.dead)
     frame.mw_entry = st.mw
-    frame.result_vars = tuple(st.new_var() for _ in results)
+    frame.result_vars = tuple(st.new_var(t) for t in results)
     reentered = kind == FrameKind.LOOP and wrapper
     if reentered and not parent.dead:
         st.uses_fuel = st.uses_err = True
     if reentered:  # branches to it come back with new parameters: they travel in vars
-        frame.param_vars = tuple(st.new_var() for _ in params)
+        frame.param_vars = tuple(st.new_var(t) for t in params)
         st.emit(assignments(st, frame.param_vars, args))
     st.emit(OPENING[kind, wrapper] + head)
     st.push_frame(frame)
     st.known.clear()
     if reentered:  # each pass reads them into lets, so stack values stay snapshots
-        args = [(NUMBER, t, st.let(BITS, st.names[var])) for t, var in zip(params, frame.param_vars)]
+        args = [(NUMBER, t, st.let(BITS_FORM[t], st.names[var])) for t, var in zip(params, frame.param_vars)]
     frame.param_records = tuple(args)
     st.stack.extend(args)
 

@@ -72,6 +72,7 @@ class KernelPlan:
     # dispatch and writes it into the snapshot's header). -1: no loads.
     memory: int = -1
     memory_low: int = 0
+    needs_f64: bool = False  # the WGSL uses f64: only a device with the shader-f64 feature runs it
 
     @property
     def used_slots(self) -> tuple[int, ...]:

@@ -51,6 +51,7 @@ def call_defined(st: Lowering, function: int) -> None:
     if sig is None:
         raise CompileError(INVALID, f"call {function}: function type out of range")
     params, results = tuple(sig[0]), tuple(sig[1])
+    st.go_beyond_reference()  # the reference calls only the buffer intrinsics
     if not PARAM_TYPES.issuperset(params + results):
         raise CompileError(UNSUPPORTED, f"call {function}: a parameter or result type the GPU does not carry")
     args = st.pop_types(params)
@@ -121,7 +122,7 @@ def _enter(st: Lowering, function: int, body: tuple[int, int], args: list[Record
     frame.mw_entry = st.mw
     if wrapper:
         st.flush_pending()
-        frame.result_vars = tuple(st.new_var() for _ in results)
+        frame.result_vars = tuple(st.new_var(t) for t in results)
         st.emit("  loop {\n")
         st.known.clear()
     else:

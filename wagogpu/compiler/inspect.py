@@ -45,7 +45,7 @@ def _plan(module: DecodedModule, kernel: KernelConfig, budget_left: int) -> Kern
                       read_slots=_slots(lowered.reads), write_slots=_slots(lowered.writes),
                       read_before_write=_slots(lowered.read_before_write), is_float=lowered.is_float,
                       error_word=lowered.error_word, loop_budget=lowered.loop_budget, memory=lowered.memory,
-                      memory_low=lowered.memory_low,
+                      memory_low=lowered.memory_low, needs_f64=lowered.f64,
                       translate_seconds=time.perf_counter() - start)
 
 

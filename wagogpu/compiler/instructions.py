@@ -1,7 +1,7 @@
 """Handlers of the value instructions: locals, constants, numeric rows, select, drop, reinterpret.
 
 Locals. A local keeps its record while it is assigned only in straight-line code at the top
-level. A construct that assigns a local moves it into a WGSL `var l<i>: u32` first (control.py);
+level. A construct that assigns a local moves it into a WGSL `var l<i>` first (its bits: u32, or vec2<u32> for i64/f64) (control.py);
 inside constructs `local.set` writes the var and `local.get` copies it into a fresh let, so stack
 values stay snapshots, and `known` remembers the record last written to the var in the current
 straight-line stretch so that reading it again needs no copy. A handle can never live in a var,
@@ -13,11 +13,12 @@ constants.
 from __future__ import annotations
 
 from .contract import CompileError, KernelError
-from .intrinsics import F32, I32
-from .lowering import BITS, UNSUPPORTED, Lowering
+from .intrinsics import F32, F64, I32, I64
+from .lowering import BITS, LOCAL_TYPES, UNSUPPORTED, Lowering
 from .ops import SATURATING, NumericOp
-from .records import CONSTANT, FRAME, HANDLE, INDEX, NUMBER, VAR
+from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, VAR
 from .shadow import address_arith
+from .valuetext import second_copy
 
 HANDLE_IN_VAR = "buffer handle in a local that control flow assigns"
 
@@ -35,7 +36,7 @@ def local_get(st: Lowering) -> None:
         else:
             known = st.known.get(i)
             if known is None:
-                known = st.known[i] = (NUMBER, rec[1], st.let(BITS, f"l{i}"))
+                known = st.known[i] = (NUMBER, rec[1], st.let(BITS_FORM[rec[1]], f"l{i}"))
             rec = known
     st.stack.append(rec)
 
@@ -69,8 +70,20 @@ def f32_const(st: Lowering) -> None:
     st.stack.append((CONSTANT, F32, st.r.u32_le()))
 
 
+def i64_const(st: Lowering) -> None:
+    st.stack.append((CONSTANT, I64, st.r.leb(64, True) & 0xFFFFFFFFFFFFFFFF))
+
+
+def f64_const(st: Lowering) -> None:
+    st.is_float = True
+    st.stack.append((CONSTANT, F64, int.from_bytes(st.r.take(8), "little")))
+
+
 def deferred(st: Lowering, op: NumericOp) -> None:
-    """The reference's f32 add, sub and mul (lower.run_fast inlines this; both must stay identical)."""
+    """The reference's f32 add, sub and mul (lower.run_fast inlines this; both must stay identical).
+    A strict_float kernel computes them with its exact rows instead."""
+    if st.strict and op.strict is not None:
+        return numeric(st, op)
     right = st.pop(op.params[1])
     left = st.pop(op.params[0])
     st.is_float = True
@@ -79,6 +92,8 @@ def deferred(st: Lowering, op: NumericOp) -> None:
 
 
 def numeric(st: Lowering, op: NumericOp) -> None:
+    if st.strict and op.strict is not None:
+        op = op.strict
     args = st.pop_types(op.params)
     if op.is_float:
         st.is_float = True
@@ -95,8 +110,10 @@ def numeric(st: Lowering, op: NumericOp) -> None:
     texts = [st.operand(a, form) for a, form in zip(args, op.forms)]
     if op.trap:
         st.raise_error_if(op.trap.format(*texts), KernelError.TRAP)
+    if st.opaque and op.rounding and len(args) == 2 and args[0] == args[1]:
+        texts[1] = second_copy(texts[1], op.forms[1])  # x op x: two values to the driver
     st.helpers.update(op.helpers)
-    st.stack.append((NUMBER, op.result, st.let(op.carrier, op.expr.format(*texts))))
+    st.stack.append((NUMBER, op.result, st.result(op, op.expr.format(*texts))))
 
 
 def prefixed(st: Lowering) -> None:
@@ -107,8 +124,12 @@ def prefixed(st: Lowering) -> None:
     numeric(st, op)
 
 
+# reinterpret: the result type's bits are the operand's (same width, other type).
+REINTERPRETED = {I32: F32, F32: I32, I64: F64, F64: I64}
+
+
 def reinterpret(st: Lowering, result: int) -> None:
-    value = st.pop(I32 if result == F32 else F32)
+    value = st.pop(REINTERPRETED[result])
     st.is_float = True
     if st.pending is not None:
         return
@@ -131,7 +152,7 @@ def select(st: Lowering, typed: bool) -> None:
         if st.r.u32() != 1:
             raise CompileError(UNSUPPORTED, "select type is unsupported")
         want = st.r.byte()
-        if want != I32 and want != F32:
+        if want not in LOCAL_TYPES:
             raise CompileError(UNSUPPORTED, "select type is unsupported")
     cond = st.pop(I32)
     second = st.pop(want) if typed else st.pop_any()
@@ -146,5 +167,5 @@ def select(st: Lowering, typed: bool) -> None:
         return
     if first[0] == HANDLE or second[0] == HANDLE:
         raise CompileError(UNSUPPORTED, "select of a buffer handle")
-    n = st.let(BITS, f"select({st.bits(second)}, {st.bits(first)}, {st.bits(cond)} != 0u)")
+    n = st.let(BITS_FORM[second[1]], f"select({st.bits(second)}, {st.bits(first)}, {st.bits(cond)} != 0u)")
     st.stack.append((NUMBER, second[1], n))

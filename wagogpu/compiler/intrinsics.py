@@ -15,6 +15,8 @@ from ..abi.table import ABI_MODULE, IMPORTS, TYPE_INFO, ElementType, ImportSpec
 VALUE_TYPE_BYTE: dict[str, int] = {"i32": 0x7F, "i64": 0x7E, "f32": 0x7D, "f64": 0x7C, "anyref": 0x6E}
 I32 = VALUE_TYPE_BYTE["i32"]
 F32 = VALUE_TYPE_BYTE["f32"]
+I64 = VALUE_TYPE_BYTE["i64"]
+F64 = VALUE_TYPE_BYTE["f64"]
 
 ABI_MODULE_BYTES = ABI_MODULE.encode()
 
@@ -32,7 +34,7 @@ class Intrinsic:
     kind: IntrinsicKind
     elem: ElementType | None  # element type of a read/write
     scalar: int  # Wasm value-type byte of the element (0 when not read/write)
-    gpu: bool  # element type has a one-word GPU form (false for the 64-bit types)
+    gpu: bool  # the reference runs it on the GPU (false for the 64-bit types, two words each here)
     params: bytes  # canonical parameter value-type bytes
     results: bytes  # canonical result value-type bytes
 

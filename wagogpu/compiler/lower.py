@@ -28,12 +28,13 @@ from .bindings import BindingFacts
 from .contract import CompileError
 from .decoder import DecodedModule
 from .intrinsics import F32
-from .lowering import INVALID, LIMIT, LoweredBody, Lowering
+from .lowering import INVALID, LIMIT, LoweredBody, Lowering, Restart
 from .opcodes import DEFERRED_OPS, FAST_KIND, HANDLERS, SCAN_KINDS, Fast
 from .reader import ReaderError
 from .records import CONSTANT, NUMBER, Form
 
 VALUE = Form.VALUE
+OP_RETURN, OP_END = 0x0F, 0x0B
 
 MAX_LINE_BYTES = 100  # no statement the fast rows emit is longer (the longest, an I8 load, is about 80 bytes)
 UNPACK_U32: Callable[[bytes, int], tuple[int]] = struct.Struct("<I").unpack_from  # an f32.const's bits
@@ -42,8 +43,9 @@ K_HANDOVER, K_HANDLER, K_GET, K_SET, K_TEE, K_F32, K_NODE = (int(k) for k in (
     Fast.HANDOVER, Fast.HANDLER, Fast.LOCAL_GET, Fast.LOCAL_SET, Fast.LOCAL_TEE, Fast.F32_CONST, Fast.DEFERRED))
 
 
-def lower_body(module: DecodedModule, start: int, end: int, facts: BindingFacts) -> LoweredBody:
-    """Lower the body source[start:end] of a kernel whose bindings passed config validation.
+def lower_body(module: DecodedModule, start: int, end: int, facts: BindingFacts, strict: bool = False) -> LoweredBody:
+    """Lower the body source[start:end] of a kernel whose bindings passed config validation;
+    `strict`: a strict_float kernel (exact rows for the rounding f32 instructions).
 
     A pass that found shadow-stack slots stored inside control flow after their records were used
     (shadow.py) is repeated with those slots in vars, at most reader.MAX_FRAME_PASSES times."""
@@ -53,35 +55,70 @@ def lower_body(module: DecodedModule, start: int, end: int, facts: BindingFacts)
         raise CompileError(*facts.problem)
     forced: frozenset[int] = frozenset()
     for _ in range(lim.MAX_FRAME_PASSES):
-        st = Lowering(module, start, end, facts, SCAN_KINDS)
-        st.ext.forced = forced
-        st.ext.run_body = run_checked
-        try:
-            st.declare_locals()
-            run(st)
-            if not st.ext.conflicts:
-                return st.finish()
-        except ReaderError as e:
-            if not st.ext.conflicts:
-                raise CompileError(INVALID, e.message) from None
-        except CompileError:
-            if not st.ext.conflicts:
-                raise
+        st, error = lowered_pass(module, start, end, facts, strict, forced)
+        if not st.ext.conflicts:
+            if error is not None:
+                raise error
+            return st.finish()
         forced = forced | st.ext.conflicts
     raise CompileError(LIMIT, "stack frame pass limit")
 
 
+def lowered_pass(module: DecodedModule, start: int, end: int, facts: BindingFacts, strict: bool,
+                 forced: frozenset[int]) -> tuple[Lowering, CompileError | None]:
+    """One pass over the body: its workspace and the error that stopped it, if any. Where it
+    leaves the reference subset after f32 arithmetic was emitted without opaque operands
+    (Restart), it runs again with them from the first instruction."""
+    st = workspace(module, start, end, facts, strict, strict, forced)
+    try:
+        try:
+            st.declare_locals()
+            if st.beyond_reference and not st.opaque:  # 64-bit bindings or locals
+                st.set_opaque()
+            run(st)
+        except Restart:
+            st = workspace(module, start, end, facts, strict, True, forced)
+            st.beyond_reference = True
+            st.declare_locals()
+            run_checked(st)
+    except ReaderError as e:
+        return st, CompileError(INVALID, e.message)
+    except CompileError as e:
+        return st, e
+    return st, None
+
+
+def workspace(module: DecodedModule, start: int, end: int, facts: BindingFacts, strict: bool, opaque: bool,
+              forced: frozenset[int]) -> Lowering:
+    st = Lowering(module, start, end, facts, SCAN_KINDS, strict, opaque)
+    st.ext.forced = forced
+    st.ext.run_body = run_checked
+    return st
+
+
 def run(st: Lowering) -> None:
     code_start = st.r.pos
-    fast = fast_loop_applies(st)
+    fast = not st.strict and fast_loop_applies(st)
     done = fast and run_fast(st)
     if fast and st.nodes:  # run_fast's inlined nodes are f32 arithmetic
         st.is_float = True
     if done:
         return
+    if fast:  # handed over at the first instruction outside the reference subset
+        leave_reference(st)
     # Where run_fast handed over, the bytes it consumed bound the instructions it ran from above:
     # in its regime no limit can fire, so the checked loop cannot fire early either.
     run_checked(st, st.r.pos - code_start)
+
+
+def leave_reference(st: Lowering) -> None:
+    """At the first instruction outside the reference subset: from here on float operands are
+    opaque (Lowering.go_beyond_reference). Reference-subset kernels keep the reference's WGSL byte
+    for byte; the reference's one return (right before the final end) is in its subset."""
+    r = st.r
+    if r.end - r.pos == 2 and r.data[r.pos] == OP_RETURN and r.data[r.pos + 1] == OP_END:
+        return
+    st.go_beyond_reference()
 
 
 def fast_loop_applies(st: Lowering) -> bool:
@@ -104,11 +141,16 @@ def run_checked(st: Lowering, pc: int = 0, max_pc: int = -1) -> int:
     if max_pc < 0:
         max_pc = lim.MAX_INSTRUCTIONS
     pieces = -1  # len(code) when its bytes were last counted
+    watch = not st.beyond_reference  # (where run_fast did not run: a longer body, or a strict_float one)
+    kinds, k_handover = FAST_KIND, K_HANDOVER
     while r.pos < r.end:
         if pc >= max_pc or len(depth) >= max_nodes or len(stack) > max_stack or (
                 len(code) != pieces and st.code_bytes() > max_code):
             raise CompileError(LIMIT, "kernel workspace limit")
         pieces = len(code)
+        if watch and kinds[data[r.pos]] == k_handover:
+            watch = False
+            leave_reference(st)
         handler = handlers[data[r.pos]]
         r.pos += 1
         pc += 1

@@ -1,9 +1,10 @@
 """The workspace of one kernel-body lowering: operand stack, locals, value table, emitted code.
 
 Values. Every numbered value n (WGSL name `v<n>`) has a form (records.Form): a u32 holding an i32
-or an f32's bits (loads, constants copied into lets, exact bit operations, vars), or an f32 value
-(rounding arithmetic). Stored data always travels as bits, so exact float copies never pass
-through a WGSL float (compiler.md §2.1.4).
+or an f32's bits (loads, constants copied into lets, exact bit operations, vars), a vec2<u32>
+holding an i64 or an f64's bits, or an f32 (or f64) value (rounding arithmetic). Stored data
+always travels as bits, so exact float copies never pass through a WGSL float (compiler.md §2.1.4).
+Outside the reference subset, float constants and results are opaque to the driver (valuetext.py).
 
 Deferred nodes. The reference's f32 add, sub and mul create a node that is emitted only when a
 store, a branch or another instruction first uses it, operands first, each node once; an operand
@@ -31,16 +32,18 @@ from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule
 from .extensions import Extensions
 from .frames import ALL_SLOTS, Frame, FrameKind
-from .intrinsics import F32, I32, Intrinsic
-from .ops import NumericOp
+from .intrinsics import F32, F64, I32, I64, Intrinsic
+from .numeric import NumericOp
 from .reader import Reader
-from .records import (CONSTANT, FRAME, HANDLE, INDEX, NUMBER, V_NAMES, VALUE_LET, VALUE_OF_BITS, WGSL_TYPE,
+from .records import (BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, V_NAMES, VALUE_LET, VALUE_OF_BITS, WGSL_TYPE,
                       Form, Record)
+from .valuetext import constant_text, converted, opaque_result, second_copy
 
 INVALID = CompileErrorKind.INVALID_CONTRACT
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED
 LIMIT = CompileErrorKind.LIMIT
-BITS, VALUE = Form.BITS, Form.VALUE  # aliases: enum attribute lookups are slow in CPython 3.11
+BITS, VALUE, PAIR, DOUBLE = Form.BITS, Form.VALUE, Form.PAIR, Form.DOUBLE  # (enum lookups are slow in 3.11)
+LOCAL_TYPES = frozenset((I32, F32, I64, F64))
 FUNC = FrameKind.FUNC
 Node = tuple[NumericOp, Record, Record]
 
@@ -48,6 +51,10 @@ Node = tuple[NumericOp, Record, Record]
 def raise_error(code: KernelError) -> str:
     """Statements that record `code` in the error word and end the invocation."""
     return f"  atomicMax(&err[0], {int(code)}u);\n  return;\n"
+
+
+class Restart(Exception):
+    """The body left the reference subset after f32 arithmetic was emitted without opaque operands."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +70,8 @@ class LoweredBody:
     memory: int = -1  # the memory its loads read (memload.py; -1: none), bound after the error word
     memory_low: int = 0  # the first byte of that memory its snapshot holds
     extra_helpers: tuple[str, ...] = ()  # memload.HELPERS the code calls
+    rounding: bool = False  # the code uses the GPU's float units (numeric.NumericOp.rounding)
+    f64: bool = False  # the code uses WGSL f64 (needs the adapter's shader-f64 feature)
 
 
 class Lowering:
@@ -74,9 +83,11 @@ class Lowering:
                  "pending_from", "names", "value_let", "value_of_bits", "code", "counted", "decls", "pending",
                  "reads", "writes", "rbw", "mw", "exit_mw", "gathers", "is_float", "slot_type", "can_read",
                  "can_write", "frames", "top", "const_text", "var_locals", "known", "targeted", "uses_brk", "uses_fuel",
-                 "uses_err", "helpers", "budget", "emit_node", "frame_base", "local_base", "ext")
+                 "uses_err", "helpers", "budget", "emit_node", "frame_base", "local_base", "ext", "strict", "opaque",
+                 "rounding", "uses_f64", "beyond_reference")
 
-    def __init__(self, module: DecodedModule, start: int, end: int, facts: BindingFacts, scan_kinds: bytes):
+    def __init__(self, module: DecodedModule, start: int, end: int, facts: BindingFacts, scan_kinds: bytes,
+                 strict: bool = False, opaque: bool = False):
         self.module = module
         self.r = Reader(module.source, start, end)
         self.scan_kinds = scan_kinds  # prescan.Imm per opcode (None: outside the subset)
@@ -111,6 +122,13 @@ class Lowering:
         self.uses_brk = self.uses_fuel = self.uses_err = False
         self.helpers: set[str] = set()
         self.budget = lim.LOOP_BUDGET
+        self.strict = strict  # strict_float: rows with an exact form use it (numeric.NumericOp.strict)
+        self.opaque = opaque  # f32 constants and results pass through an OR with a run-time zero
+        self.rounding = False
+        self.uses_f64 = False
+        # The body has gone past what the reference accepts (its first refusal): from here on a
+        # contract error falls back as that refusal would (contract_error).
+        self.beyond_reference = bool(facts.wide)
         self.emit_node = self._node_emitter()
         # Inlined calls (inline.py): the frame and the first local of the function now lowered.
         self.frame_base = 0
@@ -183,9 +201,11 @@ class Lowering:
         self.emit(f"  let {self.names[n]}: {WGSL_TYPE[form]} = {expr};\n")
         return n
 
-    def new_var(self) -> int:
-        n = self.new_value(BITS)
-        self.decls.append(f"  var {self.names[n]}: u32;\n")
+    def new_var(self, wtype: int = I32) -> int:
+        """A function-scope var holding a value of Wasm type `wtype` as bits."""
+        form = BITS_FORM[wtype]
+        n = self.new_value(form)
+        self.decls.append(f"  var {self.names[n]}: {WGSL_TYPE[form]};\n")
         return n
 
     def new_node(self, op: NumericOp, left: Record, right: Record) -> int:
@@ -219,6 +239,8 @@ class Lowering:
         Recursion depth is at most MAX_DEPTH: the depth rule emits deeper chains early."""
         depth, nodes, ftext, const_text, code = self.depth, self.nodes, self.ftext, self.const_text, self.code
         const_operand = self.const_operand
+        if self.opaque:
+            return self._opaque_node_emitter()
 
         def emit_node(n: int) -> None:
             op, left, right = nodes[n]
@@ -239,9 +261,40 @@ class Lowering:
 
         return emit_node
 
+    def _opaque_node_emitter(self) -> Callable[[int], None]:
+        """emit_node for opaque float operands (valuetext.py): the same statements, each result
+        through the run-time zero and the second operand of `x op x` a distinct copy."""
+        depth, nodes = self.depth, self.nodes
+
+        def emit_node(n: int) -> None:
+            op, left, right = nodes[n]
+            ltext = self.operand(left, VALUE)
+            rtext = self.operand(right, VALUE)
+            if left == right:
+                rtext = second_copy(rtext, VALUE)
+            depth[n] = 0
+            self.code.extend((self.value_let[n], opaque_result(ltext + op.infix + rtext, VALUE), ";\n"))
+
+        return emit_node
+
+    def go_beyond_reference(self) -> None:
+        """The body goes past what the reference accepts: float operands are opaque from here on
+        (valuetext.py); f32 arithmetic already emitted without them is lowered again (Restart)."""
+        self.beyond_reference = True
+        if not self.opaque:
+            if self.nodes:
+                raise Restart()
+            self.set_opaque()
+
+    def set_opaque(self) -> None:
+        """Opaque float operands from here on (nothing float has been emitted yet)."""
+        self.opaque = True
+        self.const_text.clear()
+        self.emit_node = self._node_emitter()
+
     def const_operand(self, rec: Record) -> str:
         """An f32 constant feeding arithmetic (cached: kernels repeat their constants)."""
-        text = self.const_text[rec] = f"bitcast<f32>(0x{rec[2]:08x}u)"
+        text = self.const_text[rec] = constant_text(rec, VALUE, self.opaque)
         return text
 
     def materialise(self, n: int) -> None:
@@ -266,25 +319,38 @@ class Lowering:
         if kind == NUMBER:
             if self.depth[value]:
                 self.materialise(value)
-            if self.form[value] == form:
+            have = self.form[value]
+            if have == form:
                 return self.names[value]
-            return self.ftext[value] if form == VALUE else f"bitcast<u32>({self.names[value]})"
-        if kind == CONSTANT:
-            text = f"0x{value:08x}u"
-        elif kind == INDEX:
-            text = "index"
-        elif kind == FRAME:
+            if form == VALUE:
+                return self.ftext[value]
+            return converted(self.names[value], have, form)
+        if kind == FRAME:
             raise CompileError(UNSUPPORTED, "stack-pointer address used as a number")
-        else:
+        if kind == HANDLE:
             raise CompileError(UNSUPPORTED, "buffer handle used as a value")
-        return f"bitcast<f32>({text})" if form == VALUE else text
+        if kind == CONSTANT and form == VALUE:
+            return self.const_text.get(rec) or self.const_operand(rec)
+        return constant_text(rec, form, self.opaque)
 
     def bits(self, rec: Record) -> str:
-        return self.operand(rec, BITS)
+        """A value's WGSL text as its bit pattern (a u32, or a vec2<u32> for 64-bit types)."""
+        return self.operand(rec, BITS_FORM[rec[1]])
 
     def launder(self, rec: Record) -> Record:
         """A constant copied into a let, so that expressions using it are not const-expressions."""
-        return (NUMBER, rec[1], self.let(BITS, f"0x{rec[2]:08x}u"))
+        form = BITS_FORM[rec[1]]
+        return (NUMBER, rec[1], self.let(form, constant_text(rec, form, False)))
+
+    def result(self, op: NumericOp, expr: str) -> int:
+        """A numeric row's result as a new let; opaque float results pass through the run-time zero."""
+        if op.rounding:
+            self.rounding = True
+            if self.opaque:
+                expr = opaque_result(expr, op.carrier)
+        if op.f64:
+            self.uses_f64 = True
+        return self.let(op.carrier, expr)
 
     # ---- emission ----------------------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -314,9 +380,11 @@ class Lowering:
             wtype = r.byte()
             if n > max_locals - len(self.locals):
                 raise CompileError(LIMIT, "expanded local limit")
-            if wtype != I32 and wtype != F32:
+            if wtype not in LOCAL_TYPES:
                 raise CompileError(UNSUPPORTED, "local type is unsupported")
-            if wtype == F32:
+            if wtype == I64 or wtype == F64:
+                self.beyond_reference = True
+            if wtype == F32 or wtype == F64:
                 self.is_float = True
             self.locals.extend([(CONSTANT, wtype, 0)] * n)
             self.local_types.extend([wtype] * n)
@@ -340,11 +408,20 @@ class Lowering:
             raise self.pending
         return handle[2]
 
+    def contract_error(self, message: str) -> CompileError:
+        """A contract violation of a valid module (slots, intrinsic types, access). The reference
+        refuses a body at its first instruction or declaration outside its subset, as UNSUPPORTED,
+        before it could find a violation further on; so that a guest sees the reference's status
+        (CPU fallback, not INVALID_KERNEL), a violation found beyond that point is UNSUPPORTED."""
+        return CompileError(UNSUPPORTED if self.beyond_reference else INVALID, message)
+
     def check_slot(self, slot: int, intrinsic: Intrinsic, allowed: int) -> None:
         if self.slot_type[slot] != intrinsic.elem:
-            raise CompileError(INVALID, "intrinsic type does not match declared slot")
+            if not intrinsic.gpu:  # a 64-bit intrinsic: the reference's refusal comes first
+                raise CompileError(UNSUPPORTED, "intrinsic type unsupported on GPU")
+            raise self.contract_error("intrinsic type does not match declared slot")
         if not allowed >> slot & 1:
-            raise CompileError(INVALID, "intrinsic violates slot access")
+            raise self.contract_error("intrinsic violates slot access")
 
     # ---- result ------------------------------------------------------------------------------
     def finish(self) -> LoweredBody:
@@ -361,7 +438,8 @@ class Lowering:
         ext = self.ext
         return LoweredBody("".join(self.code), self.reads, self.writes, rbw, self.is_float, self.uses_err,
                            tuple(sorted(self.helpers)) if self.helpers else (), self.budget if self.uses_fuel else 0,
-                           ext.memory, max(ext.static_low, 0) & ~3, tuple(sorted(ext.helpers)))
+                           ext.memory, max(ext.static_low, 0) & ~3, tuple(sorted(ext.helpers)),
+                           self.rounding or bool(self.nodes), self.uses_f64)
 
 
 assert SLOT_COUNT <= 32

@@ -19,7 +19,7 @@ from typing import Callable
 from . import access, control, globalvars, instructions, memaccess
 from .contract import CompileError
 from .frames import FrameKind
-from .intrinsics import F32, I32
+from .intrinsics import F32, F64, I32, I64
 from .lowering import UNSUPPORTED, Lowering
 from .ops import NUMERIC, NumericOp
 from .prescan import Imm
@@ -88,9 +88,13 @@ OPCODES: dict[int, Row] = {
     **{opcode: Row(partial(memaccess.load, access=a), Imm.MEMARG) for opcode, a in memaccess.LOADS.items()},
     **{opcode: Row(partial(memaccess.store, access=a), Imm.MEMARG) for opcode, a in memaccess.STORES.items()},
     0x41: Row(instructions.i32_const, Imm.I32, Fast.HANDLER),
+    0x42: Row(instructions.i64_const, Imm.I64),
     0x43: Row(instructions.f32_const, Imm.F32, Fast.F32_CONST),
+    0x44: Row(instructions.f64_const, Imm.F64),
     0xBC: Row(partial(instructions.reinterpret, result=I32)),
+    0xBD: Row(partial(instructions.reinterpret, result=I64)),
     0xBE: Row(partial(instructions.reinterpret, result=F32)),
+    0xBF: Row(partial(instructions.reinterpret, result=F64)),
     0xFC: Row(instructions.prefixed, Imm.U32),
     **{opcode: _numeric(op) for opcode, op in NUMERIC.items()},
 }

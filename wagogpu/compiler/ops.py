@@ -1,6 +1,9 @@
-"""The numeric instructions: one NumericOp row per opcode, and the WGSL helper functions some of
-them call. f32 add, sub and mul are the reference's subset (compiler.md §1.3.5) and become deferred
-nodes (lowering.py); the others are our extension of it, each emitted as a let where it happens.
+"""The numeric instructions: one NumericOp row (numeric.py) per opcode, and the WGSL helper
+functions some of them call. f32 add, sub and mul are the reference's subset (compiler.md §1.3.5)
+and become deferred nodes (lowering.py); the others are our extension of it, each emitted as a let
+where it happens. The i32 and f32 rows are here; the i64 rows and their helpers are int64.py's,
+the f64 ones float64.py's, merged into the same tables; strictfloat.py holds the exact forms of
+the rounding f32 rows.
 
 How values are carried (records.Form): an i32 is always a `u32` in WGSL (wrapping arithmetic is
 Wasm's; signed operations bitcast to i32 just for the operator). An f32 is carried either as its
@@ -36,43 +39,22 @@ Wasm semantics and how they are kept:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
+from . import float64, int64, strictfloat
 from .intrinsics import F32, I32
+from .numeric import NumericOp, dependencies, row
 from .records import Form
 
-
-@dataclass(frozen=True, slots=True)
-class NumericOp:
-    """A pure instruction: pops `params` (deepest first), pushes one `result`."""
-
-    params: tuple[int, ...]  # Wasm type byte per operand
-    result: int  # Wasm type byte of the result
-    forms: tuple[Form, ...]  # the form each operand is wanted in
-    carrier: Form  # the result's form
-    expr: str  # WGSL expression; {0}, {1} are the operand texts in their forms
-    trap: str = ""  # WGSL condition under which Wasm traps (empty: never)
-    helpers: tuple[str, ...] = ()  # helper functions the expression calls
-    is_float: bool = False  # marks the kernel float (needs relaxed_float)
-    infix: str = ""  # a deferred node's operator with its spaces (lowering.py); empty: emitted at once
-
-    @property
-    def deferred(self) -> bool:
-        return bool(self.infix)
-
-
-def _row(params: tuple[int, ...], result: int, forms: str, carrier: str, expr: str, trap: str = "",
-         helpers: tuple[str, ...] = (), is_float: bool = False) -> NumericOp:
-    """A row with its forms written as letters: "u" (u32 bits) or "f" (f32 value) per operand."""
-    return NumericOp(params, result, tuple(Form(c) for c in forms), Form(carrier), expr, trap, helpers, is_float)
+__all__ = ["NUMERIC", "SATURATING", "HELPERS", "NumericOp", "helper_text"]
 
 
 def _i32(expr: str, trap: str = "", helpers: tuple[str, ...] = ()) -> NumericOp:
-    return _row((I32, I32), I32, "uu", "u", expr, trap, helpers)
+    return row((I32, I32), I32, "uu", "u", expr, trap, helpers)
 
 
 def _i32_unary(expr: str) -> NumericOp:
-    return _row((I32,), I32, "u", "u", expr)
+    return row((I32,), I32, "u", "u", expr)
 
 
 def _signed_compare(op: str) -> NumericOp:
@@ -80,26 +62,26 @@ def _signed_compare(op: str) -> NumericOp:
 
 
 def _f32_compare(op: str) -> NumericOp:
-    return _row((F32, F32), I32, "ff", "u", f"u32({{0}} {op} {{1}})", is_float=True)
+    return row((F32, F32), I32, "ff", "u", f"u32({{0}} {op} {{1}})", rounding=True)
 
 
 def _f32_value(expr: str, arity: int = 1) -> NumericOp:
-    return _row((F32,) * arity, F32, "f" * arity, "f", expr, is_float=True)
+    return row((F32,) * arity, F32, "f" * arity, "f", expr, rounding=True)
 
 
 def _f32_bits(expr: str, arity: int = 1, helpers: tuple[str, ...] = ()) -> NumericOp:
-    return _row((F32,) * arity, F32, "u" * arity, "u", expr, helpers=helpers, is_float=True)
+    return row((F32,) * arity, F32, "u" * arity, "u", expr, helpers=helpers, is_float=True)
 
 
 def _deferred(operator: str) -> NumericOp:
     """The reference's f32 arithmetic (compiler.md §2.1.4): a node emitted when first used."""
     return NumericOp((F32, F32), F32, (Form.VALUE, Form.VALUE), Form.VALUE, f"{{0}} {operator} {{1}}",
-                     is_float=True, infix=f" {operator} ")
+                     is_float=True, infix=f" {operator} ", rounding=True)
 
 
 ZERO_DIVISOR = "{1} == 0u"
 
-NUMERIC: dict[int, NumericOp] = {
+_ROWS: dict[int, NumericOp] = {
     0x45: _i32_unary("u32({0} == 0u)"),  # i32.eqz
     0x46: _i32("u32({0} == {1})"),  # i32.eq
     0x47: _i32("u32({0} != {1})"),  # i32.ne
@@ -113,7 +95,7 @@ NUMERIC: dict[int, NumericOp] = {
     0x4F: _i32("u32({0} >= {1})"),  # i32.ge_u
     0x5B: _f32_compare("=="),  # f32.eq
     # f32.ne is true when either operand is NaN; WGSL's != becomes an ordered not-equal in SPIR-V
-    0x5C: _row((F32, F32), I32, "ff", "u", "u32(!({0} == {1}))", is_float=True),
+    0x5C: row((F32, F32), I32, "ff", "u", "u32(!({0} == {1}))", rounding=True),
     0x5D: _f32_compare("<"),  # f32.lt
     0x5E: _f32_compare(">"),  # f32.gt
     0x5F: _f32_compare("<="),  # f32.le
@@ -152,28 +134,35 @@ NUMERIC: dict[int, NumericOp] = {
     0x97: _f32_bits("wasm_fmax({0}, {1})", 2, ("wasm_fkey", "wasm_fmax")),  # f32.max
     0x98: _f32_bits("(({0} & 0x7fffffffu) | ({1} & 0x80000000u))", 2),  # f32.copysign
     # i32.trunc_f32_s: valid for -2^31 <= x < 2^31, i.e. bits < 0x4f000000 or 0x80000000..0xcf000000
-    0xA8: _row((F32,), I32, "u", "u", "bitcast<u32>(i32(bitcast<f32>({0})))",
+    0xA8: row((F32,), I32, "u", "u", "bitcast<u32>(i32(bitcast<f32>({0})))",
                     "select({0} >= 0x4f000000u, {0} > 0xcf000000u, {0} >= 0x80000000u)", is_float=True),
     # i32.trunc_f32_u: valid for -1 < x < 2^32, i.e. bits < 0x4f800000 or 0x80000000..0xbf7fffff
-    0xA9: _row((F32,), I32, "u", "u", "select(u32(bitcast<f32>({0})), 0u, {0} >= 0x80000000u)",
+    0xA9: row((F32,), I32, "u", "u", "select(u32(bitcast<f32>({0})), 0u, {0} >= 0x80000000u)",
                     "select({0} >= 0x4f800000u, {0} >= 0xbf800000u, {0} >= 0x80000000u)", is_float=True),
-    0xB2: _row((I32,), F32, "u", "f", "f32(bitcast<i32>({0}))", is_float=True),  # f32.convert_i32_s
-    0xB3: _row((I32,), F32, "u", "f", "f32({0})", is_float=True),  # f32.convert_i32_u
+    0xB2: row((I32,), F32, "u", "f", "f32(bitcast<i32>({0}))", rounding=True),  # f32.convert_i32_s
+    0xB3: row((I32,), F32, "u", "f", "f32({0})", rounding=True),  # f32.convert_i32_u
     0xC0: _i32_unary("bitcast<u32>(bitcast<i32>({0} << 24u) >> 24u)"),  # i32.extend8_s
     0xC1: _i32_unary("bitcast<u32>(bitcast<i32>({0} << 16u) >> 16u)"),  # i32.extend16_s
+    **int64.NUMERIC,
+    **float64.NUMERIC,
 }
+# Each rounding f32 row with its exact form for strict_float kernels (strictfloat.py).
+NUMERIC: dict[int, NumericOp] = {opcode: replace(op, strict=strictfloat.STRICT[opcode])
+                                 if opcode in strictfloat.STRICT else op for opcode, op in _ROWS.items()}
 
 # 0xFC-prefixed instructions, by sub-opcode.
 SATURATING: dict[int, NumericOp] = {
-    0x00: _row((F32,), I32, "u", "u", "wasm_trunc_sat_s({0})", helpers=("wasm_trunc_sat_s",),
-                    is_float=True),  # i32.trunc_sat_f32_s
-    0x01: _row((F32,), I32, "u", "u", "wasm_trunc_sat_u({0})", helpers=("wasm_trunc_sat_u",),
-                    is_float=True),  # i32.trunc_sat_f32_u
+    0x00: row((F32,), I32, "u", "u", "wasm_trunc_sat_s({0})", helpers=("wasm_trunc_sat_s",),
+              is_float=True),  # i32.trunc_sat_f32_s
+    0x01: row((F32,), I32, "u", "u", "wasm_trunc_sat_u({0})", helpers=("wasm_trunc_sat_u",),
+              is_float=True),  # i32.trunc_sat_f32_u
+    **int64.SATURATING,
+    **float64.SATURATING,
 }
 
 # Helper functions, in the order they appear in a shader. Integer-only code and no float literal,
 # so no NaN or Inf constant is ever written.
-HELPERS: dict[str, str] = {
+_I32_HELPERS: dict[str, str] = {
     # Signed division and remainder on magnitudes in u32: exact on every input (the NVIDIA H200
     # driver gave wrong signed remainders for some operand signs through WGSL's i32 %).
     "wasm_div_s": """fn wasm_div_s(a: u32, b: u32) -> u32 {
@@ -247,9 +236,14 @@ HELPERS: dict[str, str] = {
 }
 """,
 }
+HELPERS: dict[str, str] = {**_I32_HELPERS, **int64.HELPERS, **strictfloat.HELPERS, **float64.HELPERS}
 HELPER_ORDER = tuple(HELPERS)
+_DEPENDS = dependencies(HELPERS)
 
 
 def helper_text(names: "frozenset[str] | set[str] | tuple[str, ...]") -> str:
-    """The helper functions `names` need, in HELPER_ORDER (each once)."""
-    return "".join(HELPERS[n] for n in HELPER_ORDER if n in names)
+    """The helper functions `names` need, with the helpers they call, in HELPER_ORDER (each once)."""
+    needed: set[str] = set()
+    for name in names:
+        needed |= _DEPENDS[name]
+    return "".join(HELPERS[n] for n in HELPER_ORDER if n in needed)

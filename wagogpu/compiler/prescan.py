@@ -33,12 +33,14 @@ class Imm(enum.IntEnum):
     SELECT_TYPES = 10
     MEMARG = 11  # a load or store: alignment (bit 6: a memory index follows) and offset
     RETURN = 12  # return: a branch to the function's label (inlined callees only)
+    I64 = 13
+    F64 = 14
 
 
 # Plain-int copies for the scan loop (enum attribute lookups are slow in CPython 3.11).
-NONE, BLOCK_TYPE, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT_TYPES, MEMARG, RETURN = (
+NONE, BLOCK_TYPE, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT_TYPES, MEMARG, RETURN, I64, F64 = (
     int(k) for k in (Imm.NONE, Imm.BLOCK_TYPE, Imm.LABEL, Imm.LABEL_TABLE, Imm.LOCAL, Imm.LOCAL_SET, Imm.U32,
-                     Imm.I32, Imm.F32, Imm.SELECT_TYPES, Imm.MEMARG, Imm.RETURN))
+                     Imm.I32, Imm.F32, Imm.SELECT_TYPES, Imm.MEMARG, Imm.RETURN, Imm.I64, Imm.F64))
 MEMORY_INDEX_FLAG = 0x40
 
 
@@ -81,6 +83,10 @@ def prescan(data: bytes, pos: int, end: int, kinds: bytes,
                 r.leb(32, True)
             elif kind == F32:
                 r.skip(4)
+            elif kind == I64:
+                r.leb(64, True)
+            elif kind == F64:
+                r.skip(8)
             elif kind == SELECT_TYPES:
                 if r.u32() != 1:
                     break

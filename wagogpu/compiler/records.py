@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import enum
 
+from .intrinsics import F32, F64, I32, I64
+
 
 class Kind(enum.IntEnum):
     """What a record's third field means."""
 
     NUMBER = 0  # value n of the value table: a let, a var, a load or a deferred arithmetic node
-    CONSTANT = 1  # an i32 value or an f32 bit pattern (locals start as zero constants)
+    CONSTANT = 1  # an i32/i64 value or an f32/f64 bit pattern, unsigned (locals start as zero constants)
     INDEX = 2  # the original invocation index (param 0 and unchanged copies of it)
     HANDLE = 3  # the buffer that getBuffer(constant slot) selected; the value is the slot
     VAR = 4  # only in the locals: the local lives in the WGSL `var l<i>` (control flow assigns it)
@@ -22,13 +24,23 @@ class Kind(enum.IntEnum):
 
 
 class Form(enum.StrEnum):
-    """How a value is carried in WGSL: an i32, or an f32's bit pattern, in a u32; or an f32 value."""
+    """How a value is carried in WGSL: an i32, or an f32's bit pattern, in a u32; or an f32 value.
+    A 64-bit value (i64, or an f64's bit pattern) is two u32 words, low word first, in a
+    vec2<u32>: wgpu's WGSL has no 64-bit integer without a device feature, and two words give
+    every adapter the same exact integer code. An f64 value (rounding arithmetic, only on an
+    adapter with shader-f64) is a WGSL f64."""
 
     BITS = "u"
     VALUE = "f"
+    PAIR = "p"
+    DOUBLE = "d"
 
 
-WGSL_TYPE = {Form.BITS: "u32", Form.VALUE: "f32"}
+WGSL_TYPE = {Form.BITS: "u32", Form.VALUE: "f32", Form.PAIR: "vec2<u32>", Form.DOUBLE: "f64"}
+
+# The form each Wasm value type's bits travel in (by value-type byte).
+BITS_FORM: dict[int, Form] = {I32: Form.BITS, F32: Form.BITS, I64: Form.PAIR, F64: Form.PAIR}
+WIDE_TYPES = frozenset((I64, F64))
 
 Record = tuple[int, int, int]
 

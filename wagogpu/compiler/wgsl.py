@@ -86,6 +86,9 @@ LOAD_EXPR: dict[ElementType, str] = {ElementType[name]: expr for name, expr in {
     "I32": "slot{}[index]",
     "U32": "slot{}[index]",
     "F32": "slot{}[index]",
+    "I64": "slot{}[index]",  # 64-bit types: a slot of vec2<u32> (binding_line), raw bits
+    "U64": "slot{}[index]",
+    "F64": "slot{}[index]",
 }.items()}
 
 # Store wrapping of a u32 bit pattern, per declared type ({} is the value).
@@ -98,12 +101,17 @@ STORE_WRAP: dict[ElementType, str] = {ElementType[name]: expr for name, expr in 
     "I32": "{}",
     "U32": "{}",
     "F32": "{}",
+    "I64": "{}",
+    "U64": "{}",
+    "F64": "{}",
 }.items()}
 
 
-def binding_line(binding: int, slot: int, written: bool) -> str:
+def binding_line(binding: int, slot: int, written: bool, wide: bool = False) -> str:
+    """A slot's storage binding: one u32 per element, or (wide: a 64-bit type) one vec2<u32>."""
     access = "read_write" if written else "read"
-    return f"@group(0) @binding({binding}) var<storage, {access}> slot{slot}: array<u32>;\n"
+    element = "vec2<u32>" if wide else "u32"
+    return f"@group(0) @binding({binding}) var<storage, {access}> slot{slot}: array<{element}>;\n"
 
 
 def error_word_line(binding: int) -> str:
@@ -112,15 +120,16 @@ def error_word_line(binding: int) -> str:
 
 
 def assemble(reads: int, writes: int, f16_helper: bool, body: str, grid_2d: bool = True,
-             error_word: bool = False, helpers: str = "", memory_binding: str = "") -> str:
-    """The whole shader: params, one binding per used slot (ascending), the error word when the
-    body uses it, the guest-memory snapshot when it loads memory, helpers, guarded main."""
+             error_word: bool = False, helpers: str = "", wide: int = 0, memory_binding: str = "") -> str:
+    """The whole shader: params, one binding per used slot (ascending; `wide` the mask of 64-bit
+    slots), the error word when the body uses it, the guest-memory snapshot when it loads memory,
+    helpers, guarded main."""
     parts = [PARAMS_DECL]
     used = reads | writes
     binding = 1
     for slot in range(SLOT_COUNT):
         if used >> slot & 1:
-            parts.append(binding_line(binding, slot, bool(writes >> slot & 1)))
+            parts.append(binding_line(binding, slot, bool(writes >> slot & 1), bool(wide >> slot & 1)))
             binding += 1
     if error_word:
         parts.append(error_word_line(binding))

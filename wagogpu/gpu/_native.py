@@ -10,6 +10,7 @@ with another wgpu raises ImportError, and the device then runs on ``_public.py``
 
 from __future__ import annotations
 
+import array
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -244,13 +245,19 @@ def enumerate_adapters(backends: frozenset[BackendName] | None) -> list[tuple[An
     return found
 
 
+# adapters.F64_FEATURES as wgpu-native feature IDs (both are wgpu-native's own, not WebGPU's).
+_F64_FEATURE_IDS = (lib.WGPUNativeFeature_ShaderF64, lib.WGPUNativeFeature_ShaderInt64)
+
+
 def open_backend(adapter: RawAdapter, info: AdapterInfo) -> RawBackend:
-    """Request a device with the adapter's own limits (and timestamps when offered)."""
-    device, flags = _request_device(adapter, "timestamp-query" in info.features)
+    """Request a device with the adapter's own limits (timestamps and f64 when offered)."""
+    wanted = ([lib.WGPUFeatureName_TimestampQuery] if "timestamp-query" in info.features else []) + (
+        list(_F64_FEATURE_IDS) if info.has_f64 else [])
+    device, flags = _request_device(adapter, wanted)
     return RawBackend(adapter, device, flags)
 
 
-def _request_device(adapter: RawAdapter, want_timestamps: bool) -> tuple[Any, BackendFlags]:
+def _request_device(adapter: RawAdapter, wanted: list[int]) -> tuple[Any, BackendFlags]:
     flags = BackendFlags()
     limits = ffi.new(_T.limits)
     if lib.wgpuAdapterGetLimits(adapter.ptr, limits) != CELL_OK:
@@ -274,8 +281,9 @@ def _request_device(adapter: RawAdapter, want_timestamps: bool) -> tuple[Any, Ba
 
     _keepalive.extend((on_lost, on_error, on_device))
     desc = ffi.new(_T.device_desc)
-    features = ffi.new(_T.features, lib.WGPUFeatureName_TimestampQuery if want_timestamps else 0)
-    desc.requiredFeatureCount = 1 if want_timestamps else 0
+    feature_ids = array.array("I", wanted or [0])  # (a buffer, not a named C array type: no header parse)
+    features = ffi.from_buffer(_T.features, feature_ids)
+    desc.requiredFeatureCount = len(wanted)
     desc.requiredFeatures = features
     desc.requiredLimits = limits
     desc.deviceLostCallbackInfo.mode = lib.WGPUCallbackMode_AllowSpontaneous
@@ -328,6 +336,7 @@ class RawBackend(Backend):
         self._pass_ts = ffi.new(_T.pass_desc)
         self._init_scopes()
         self.has_timestamps = bool(lib.wgpuDeviceHasFeature(device, lib.WGPUFeatureName_TimestampQuery))
+        self.has_f64 = all(lib.wgpuDeviceHasFeature(device, f) for f in _F64_FEATURE_IDS)
         self._ts_cell: MapCell | None = None
         if self.has_timestamps:
             self._init_timestamps()

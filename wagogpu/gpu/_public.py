@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import wgpu
 
-from .adapters import AdapterInfo, BackendName, _enumerate
+from .adapters import F64_FEATURES, AdapterInfo, BackendName, _enumerate
 from .backend import CELL_OK, LIMIT_NAMES, Backend, BackendError, BackendFlags, DeviceApi, MapCell, Usage
 from .errors import GpuUnavailable, PipelineError
 from .natives import Native, NativeKind, NativeSet
@@ -65,7 +65,8 @@ def enumerate_adapters(backends: frozenset[BackendName] | None) -> list[tuple[An
 
 def open_backend(adapter: Any, info: AdapterInfo) -> PublicBackend:
     try:
-        device = adapter.request_device_sync(required_limits=dict(adapter.limits))
+        features = list(F64_FEATURES) if info.has_f64 else []
+        device = adapter.request_device_sync(required_limits=dict(adapter.limits), required_features=features)
     except Exception as exc:
         raise GpuUnavailable(f"device request failed: {_message(exc)}") from exc
     return PublicBackend(device)
@@ -123,6 +124,7 @@ class PublicBackend(Backend):
         self.submissions = 0
         self.limits = {name: int(device.limits[name]) for name in LIMIT_NAMES}
         self.has_timestamps = False
+        self.has_f64 = all(f in device.features for f in F64_FEATURES)
         self.encoder = self._encoder
         self.copy = self._copy
         self.poll = self._poll

@@ -54,6 +54,11 @@ PRIMARY_BACKENDS = frozenset({BackendName.VULKAN, BackendName.METAL, BackendName
 Enumerator = Callable[[frozenset[BackendName] | None], list[tuple[Any, "AdapterInfo"]]]
 
 
+# What a device needs for the kernels that compute in f64: WGSL's f64, and the u64 through which an
+# f64's bit pattern enters and leaves it. Requested at open where the adapter offers both.
+F64_FEATURES = ("shader-f64", "shader-int64")
+
+
 @dataclass(frozen=True)
 class AdapterInfo:
     """What `wagogpu info` and every benchmark record print about an adapter."""
@@ -66,6 +71,11 @@ class AdapterInfo:
     is_software: bool
     features: tuple[str, ...] = ()
     limits: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def has_f64(self) -> bool:
+        """The adapter can run f64 shaders as wagogpu writes them (F64_FEATURES)."""
+        return all(f in self.features for f in F64_FEATURES)
 
     def summary(self) -> str:
         """One line naming the adapter, for logs and benchmark records."""

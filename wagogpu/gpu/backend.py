@@ -101,6 +101,7 @@ class Backend(abc.ABC):
     natives: NativeSet
     limits: dict[str, int]
     has_timestamps: bool
+    has_f64: bool = False  # the device has adapters.F64_FEATURES
     submissions: int = 0
 
     # -- resources

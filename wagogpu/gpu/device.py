@@ -272,6 +272,11 @@ class GpuDevice:
         return limits
 
     @property
+    def has_f64(self) -> bool:
+        """The device runs f64 shaders (it was opened with adapters.F64_FEATURES)."""
+        return self._core.backend.has_f64
+
+    @property
     def readahead_hits(self) -> int:
         """Reads served by a read-ahead copy."""
         return self._readback.hits

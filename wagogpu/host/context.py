@@ -30,6 +30,8 @@ _CPU_FALLBACK = int(Status.CPU_FALLBACK)
 # Bound once: enum attribute access costs ~0.16 us per read on Python 3.11 (dispatch's hot path).
 _NONE = ReasonCode.NONE
 _REJECTED = KernelClass.REJECTED
+# A kernel computing in f64 on a device without it (gpu.adapters.F64_FEATURES) runs on the CPU.
+F64_REASON = "f64 needs the adapter's shader-f64 feature (and shader-int64)"
 
 
 class OperationLog:
@@ -100,6 +102,8 @@ class RuntimeContext:
         if kernel.id in module.pipeline_failures:
             return ReasonCode.PIPELINE_FAILURE, module.pipeline_failures[kernel.id]
         res = self.residency
+        if plan.needs_f64 and res.usable and not res.live.has_f64:
+            return ReasonCode.UNSUPPORTED_KERNEL, F64_REASON
         if not res.usable or kernel.id not in module.dispatch_plans:
             return ReasonCode.NO_DEVICE, res.quarantine_reason or self.device_reason or "no device"
         return _NONE, ""

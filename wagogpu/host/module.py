@@ -96,6 +96,8 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
             continue
         if plan.is_float and not kernel.relaxed_float:
             continue
+        if plan.needs_f64 and not ctx.residency.live.has_f64:
+            continue  # (dispatch gives the reason: RuntimeContext.gpu_decision)
         t0 = time.perf_counter()
         try:
             read_only = [slot not in plan.write_slots for slot in plan.used_slots] + (
