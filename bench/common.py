@@ -12,12 +12,18 @@ from typing import Any, Callable
 import numpy as np
 
 
-def environment() -> dict[str, Any]:
-    import wasmtime
-    import wgpu
+def _version(dist: str) -> str:
+    from importlib import metadata
 
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def environment() -> dict[str, Any]:
     return {"python": platform.python_version(), "numpy": np.__version__,
-            "wasmtime": getattr(wasmtime, "__version__", "?"), "wgpu": wgpu.__version__,
+            "wasmtime": _version("wasmtime"), "wgpu": _version("wgpu"),
             "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
             # glibc reads its tunables (e.g. the non-temporal copy threshold) at process start.
             "glibc_tunables": os.environ.get("GLIBC_TUNABLES", "")}

@@ -1,6 +1,7 @@
 """Helpers for tests that drive the GPU path (on lavapipe in CI, on any adapter elsewhere)."""
 from __future__ import annotations
 
+import functools
 import os
 import struct
 
@@ -14,6 +15,25 @@ from wagogpu.buffers import TransferTuning
 from .guests import abi_module
 
 HARDWARE_REQUIRED = os.environ.get("WAGO_GPU_TEST") == "1"
+
+
+@functools.cache
+def openable_adapters() -> tuple[tuple[int, str], ...]:
+    """(index, backend) of each listed adapter whose device opens here, once per test session.
+    An adapter can be listed and still fail to open (the H200 machine's GL adapter answers
+    "Parent device is lost"); tests about choosing adapters run on the ones that open."""
+    from wagogpu.gpu import GpuDevice, GpuUnavailable, list_adapters
+
+    found = []
+    for index, info in enumerate(list_adapters()):
+        if HARDWARE_REQUIRED and info.is_software:
+            continue
+        try:
+            GpuDevice.open(allow_software_adapter=True, adapter=index).close()
+        except GpuUnavailable:
+            continue
+        found.append((index, info.backend))
+    return tuple(found)
 
 
 def gpu_host(tuning: TransferTuning | None = None, **overrides) -> Host:

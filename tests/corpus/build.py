@@ -39,7 +39,7 @@ C_SOURCES = ("kernels.c", "driver.c")
 ZIG_FLAGS = ("-target", "wasm32-freestanding", "-fno-entry", "-rdynamic", "-fstrip")
 AS_FLAGS = ("--transform", "./exports.mjs", "--use", "abort=")  # abort= : failed checks trap, no env.abort import
 GO_ENV = {"GOOS": "wasip1", "GOARCH": "wasm", "GOTOOLCHAIN": "local", "GOFLAGS": "", "GO111MODULE": "on"}
-GO_FLAGS = ("-trimpath", "-ldflags=-s -w -buildid=", "-buildmode=c-shared")
+GO_FLAGS = ("-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-buildmode=c-shared")
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:

@@ -55,7 +55,11 @@ ROUND_TRIP = textwrap.dedent('''
 
 
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    # The checkout first, then whatever the caller's PYTHONPATH already holds (the GPU machine's
+    # wheels live there).
+    inherited = os.environ.get("PYTHONPATH")
+    path = str(ROOT) + (os.pathsep + inherited if inherited else "")
+    environment = {**os.environ, "PYTHONPATH": path, **(env or {})}
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True,
                           timeout=timeout)
 
