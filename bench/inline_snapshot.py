@@ -1,7 +1,7 @@
 """Translate time of the largest inlined corpus kernel, and the dispatch cost of a guest-memory
 snapshot (first dispatch, then cached: the bytes compared and found equal; changed: written anew).
 
-    python3 -m bench.bench_inline_snapshot [--allow-software-adapter] [--repeat N]
+    python3 -m bench.inline_snapshot [--allow-software-adapter] [--repeat N]
 
 Prints JSONL, one record per figure, naming the adapter. Cold (first dispatch: pipeline build,
 snapshot upload) and warm figures are separate records; every GPU dispatch is checked (status 0,
