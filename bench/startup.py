@@ -1,7 +1,8 @@
 """Start-up, each figure in a fresh interpreter: `import wagogpu`, the first Host() (engine,
 accessor module, device open), compiling the work guest (its pipelines), and the first dispatch
 after compile, split into its parts (buffers, bind group, uniform, error word, staging, the
-submission and wait that include the driver's first use of the pipeline). JSONL.
+submission and wait that include the driver's first use of the pipeline). JSONL. Beside it, the
+floor: plain wgpu-py importing, requesting an adapter and a device in a fresh interpreter.
 
 python -m bench.startup [--allow-software-adapter] [--runs 3] [--pipelined] [--out FILE]
 """
@@ -35,7 +36,13 @@ from wagogpu import Config, Host
 config = Config(kernels=kernel_configs(), allow_software_adapter=opts["software"],
                 require_gpu=not opts["software"], pipelined=opts["pipelined"])
 t0 = time.perf_counter()
-host = Host(config)
+import wagogpu.gpu._native as native_api, wagogpu.gpu.device as device_module
+t_gpu_import = time.perf_counter() - t0
+# The device open's parts: the adapter list, the device request (with the adapter's own limits).
+open_timer = CallTimer([(native_api, "enumerate_adapters", "enumerate_adapters"),
+                        (native_api, "open_backend", "request_device")])
+with open_timer:
+    host = Host(config)
 t_host = time.perf_counter() - t0
 if not host.gpu_active:
     print(json.dumps({"error": host.device_reason})); sys.exit(1)
@@ -70,12 +77,43 @@ ok = status == 0 and np.array_equal(inst.memory_view().view(np.float32)[2 * n:3 
 snap = host.buffer_snapshot()
 info = dev.info
 print(json.dumps({"import_s": t_import, "first_host_s": t_host, "device_open_s": host.device_init,
+                  "gpu_stack_import_s": t_gpu_import, "device_open_parts_s": open_timer.take(),
                   "compile_s": t_compile, "pipeline_s": sum(d.pipeline for d in snap.kernels),
                   "instantiate_s": t_instantiate, "first_round_trip_s": t_first, "second_round_trip_s": t_second,
                   "first_round_trip_parts_s": {k2: v for k2, v in parts.items() if v},
                   "checked": bool(ok), "adapter": f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}"}))
 host.close()
 """
+
+
+# The floor under the first Host(): plain wgpu-py opening a device on the same machine.
+_PLAIN_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import wgpu
+t_import = time.perf_counter() - t0
+t0 = time.perf_counter()
+adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+t_adapter = time.perf_counter() - t0
+t0 = time.perf_counter()
+device = adapter.request_device_sync(required_limits=dict(adapter.limits))
+t_device = time.perf_counter() - t0
+info = adapter.info
+print(json.dumps({"import_wgpu_s": t_import, "request_adapter_s": t_adapter, "request_device_s": t_device,
+                  "plain_open_s": t_import + t_adapter + t_device,
+                  "adapter": f"{info['device']}; {info['description']}; {info['adapter_type']}; {info['backend_type']}"}))
+"""
+
+
+def plain_child() -> dict[str, Any]:
+    """One fresh interpreter opening a device with nothing but wgpu-py (request_adapter_sync picks
+    its own adapter: on a machine whose only adapter is software that is the one timed)."""
+    done = subprocess.run([sys.executable, "-c", _PLAIN_CHILD], capture_output=True, text=True, cwd=HERE, timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise RuntimeError(f"plain wgpu child failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
 
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
@@ -100,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     env = environment()
     runs = [child(args) for _ in range(args.runs)]
+    plain = [plain_child() for _ in range(args.runs)]
     out = open(args.out, "a") if args.out else None
     try:
         for i, run in enumerate(runs):
@@ -113,6 +152,19 @@ def main(argv: list[str] | None = None) -> int:
         emit(summary)
         if out:
             emit(summary, out)
+        for i, run in enumerate(plain):
+            record = {"bench": "startup_plain_wgpu", "run": i, **run, **env}
+            emit(record)
+            if out:
+                emit(record, out)
+        floor = {"bench": "startup_floor", "runs": len(runs), "pipelined": args.pipelined,
+                 "first_host_s": summary["first_host_s"], "adapter": runs[0]["adapter"],
+                 **{k: statistics.median(r[k] for r in plain) for k in plain[0] if k.endswith("_s")},
+                 "plain_adapter": plain[0]["adapter"], **env}
+        floor["first_host_over_plain_open"] = floor["first_host_s"] / floor["plain_open_s"]
+        emit(floor)
+        if out:
+            emit(floor, out)
     finally:
         if out:
             out.close()
