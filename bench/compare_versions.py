@@ -37,8 +37,14 @@ def run_once(root: Path, module: list[str], timeout: float) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
-def record_key(rec: dict) -> tuple:
-    return tuple((k, rec[k]) for k in KEY_FIELDS if k in rec)
+def shared_key_fields(records: list[dict]) -> dict[str, tuple[str, ...]]:
+    """Per benchmark, the key fields that both versions' records carry (a field that only one
+    version added, such as a new `mode`, would otherwise keep every record apart)."""
+    seen: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for rec in records:
+        seen[(rec.get("bench", ""), rec["version"])].update(k for k in KEY_FIELDS if k in rec)
+    benches = {bench for bench, _ in seen}
+    return {b: tuple(k for k in KEY_FIELDS if k in seen[(b, "old")] & seen[(b, "new")]) for b in benches}
 
 
 def timings(rec: dict) -> dict[str, float]:
@@ -54,9 +60,11 @@ def timings(rec: dict) -> dict[str, float]:
 def summarise(records: list[dict]) -> list[dict]:
     """Per key and timing field: the median over rounds of each version, and new/old."""
     values: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    key_fields = shared_key_fields(records)
     for rec in records:
+        key = tuple((k, rec[k]) for k in key_fields[rec.get("bench", "")] if k in rec)
         for field, value in timings(rec).items():
-            values[(record_key(rec), field)][rec["version"]].append(value)
+            values[(key, field)][rec["version"]].append(value)
     rows = []
     for (key, field), by_version in values.items():
         if "old" in by_version and "new" in by_version:

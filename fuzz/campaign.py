@@ -67,10 +67,13 @@ class Record:
 
 
 def commit() -> tuple[str, bool]:
-    """The checkout's commit and whether tracked files differ from it."""
+    """The checkout's commit and whether tracked files differ from it. A copy of the tree without
+    its git folder (a remote machine's) names its commit in WAGOGPU_COMMIT (dirty: unknown, False)."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if not head:
+        return os.environ.get("WAGOGPU_COMMIT", "unknown"), False
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "wagogpu"], cwd=ROOT).returncode != 0
-    return head or "unknown", dirty
+    return head, dirty
 
 
 def command(fuzzer: Fuzzer, executions: int, seconds: float) -> list[str]:
