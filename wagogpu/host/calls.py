@@ -15,7 +15,7 @@ import wasmtime
 
 from ..abi.table import Status
 from ..buffers import Buffer, InstanceBuffers
-from ..diagnostics import BufferOperation, Outcome, ReasonCode
+from ..diagnostics import STAGE_FIELDS, BufferOperation, Outcome, ReasonCode
 from ._wasmtime import GuestCaller, GuestMemory
 from .context import RuntimeContext
 
@@ -51,6 +51,8 @@ STATUS_REASONS: dict[int, str] = {
 _NONE = ReasonCode.NONE
 _CONTRACT_ERROR = ReasonCode.CONTRACT_ERROR
 _ERROR = Outcome.ERROR
+#: What an invalid profile leaves in a record's stage durations (one dict update, not six stores).
+_ZERO_STAGES = dict.fromkeys(STAGE_FIELDS, 0.0)
 
 
 class ImportCall:
@@ -182,6 +184,6 @@ class ImportGroup:
             op.profile_valid = True
         else:
             op.profile_valid = False
-            op.upload = op.device_copy = op.compute = op.download = op.conversion = op.commit = 0.0
+            op.__dict__.update(_ZERO_STAGES)
         self.ctx.log.record(op)
         return int(status)

@@ -3,9 +3,10 @@ the transaction, and the CPU fallback's preparation (status 1: every bound buffe
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from ..abi.table import ElementType, Status
-from ..buffers import Buffer, DispatchEnd
+from ..buffers import Buffer, DispatchEnd, DispatchPlan
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
@@ -20,7 +21,23 @@ _PUBLISHED = DispatchEnd.PUBLISHED
 _REFUSED = DispatchEnd.REFUSED
 _INVALID = KernelClass.INVALID
 
-Checked = tuple[KernelConfig, KernelPlan, dict[int, Buffer]]
+
+
+@dataclass(frozen=True, slots=True)
+class KernelEntry:
+    """What a dispatch of one kernel needs to know that cannot change for the instance's life: the
+    module's contract, the config and the pipelines are fixed before any instance exists. Built on
+    the kernel's first valid dispatch, so the per-call path reads one table entry."""
+
+    kernel: KernelConfig
+    plan: KernelPlan
+    declared: tuple[tuple[int, int], ...]  # (slot, element type) of each declared binding, in order
+    dispatch_plan: DispatchPlan | None  # None: no pipeline for it on this device
+    gpu_ready: bool  # every fixed GPU check passes: only min_elements and the device's state remain
+    min_elements: int
+
+
+Checked = tuple[KernelEntry, dict[int, Buffer]]
 
 
 def binding_problem(kernel_id: int, slot: int, handle: int, buf: Buffer | None) -> str:
@@ -37,7 +54,7 @@ class DispatchImport(ImportGroup):
 
     def __init__(self, scope: ImportScope) -> None:
         super().__init__(scope)
-        self._bindings: dict[int, tuple[tuple[int, int], ...]] = {}
+        self._entries: dict[int, KernelEntry] = {}
 
     def handlers(self) -> Handlers:
         return {"dispatch": (self.dispatch, False)}
@@ -49,43 +66,43 @@ class DispatchImport(ImportGroup):
         checked = self._validate(call, kernel_id, count)
         if isinstance(checked, int):
             return checked
-        kernel, plan, bound = checked
+        entry, bound = checked
         if count == 0:
             return self._finish(call, _OK, outcome=_NOOP)
         if time.perf_counter() >= call.deadline:
             return self._finish(call, Status.CANCELLED)
-        reason_code, reason = self.ctx.gpu_decision(self.module, kernel, plan, count)
-        if reason_code is _NONE:
-            span = self.scope.guest_memory(plan.memory) if plan.memory >= 0 and self.scope.guest_memory else None
-            result = self.ctx.dispatcher.run(self.buffers, self.module.dispatch_plans[kernel_id], bound, count,
-                                             call.deadline, call.op, span)
+        ctx = self.ctx
+        dispatch_plan = entry.dispatch_plan
+        if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable:
+            reason_code, reason = _NONE, ""  # what gpu_decision answers once the fixed checks passed
+        else:
+            reason_code, reason = ctx.gpu_decision(self.module, entry.kernel, entry.plan, count)
+        if reason_code is _NONE and dispatch_plan is not None:
+            memory = dispatch_plan.memory
+            span = self.scope.guest_memory(memory) if memory >= 0 and self.scope.guest_memory else None
+            result = ctx.dispatcher.run(self.buffers, dispatch_plan, bound, count, call.deadline, call.op, span)
             if result.end is _PUBLISHED:
                 return self._finish(call, _OK, outcome=_GPU)
             if result.end is _REFUSED:
                 return self._finish(call, result.status)
             reason_code, reason = result.reason_code, result.reason
-        return self._fall_back(call, kernel, bound, reason_code, reason)
+        return self._fall_back(call, entry.kernel, bound, reason_code, reason)
 
     def _validate(self, call: ImportCall, kernel_id: int, count: int) -> Checked | int:
         """Steps 1-5: the kernel, its contract and its bindings; the finished call's status if any fails."""
         if not self._live():
             return self._finish(call, Status.INVALID_STATE)
-        contract = self.module.contract
-        if not contract.verified:
-            return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_UNVERIFIED,
-                                reason=contract.reason)
-        kernel = self.ctx.config.kernel(kernel_id)
-        plan = contract.kernels.get(kernel_id)
-        if kernel is None or plan is None:
-            return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_ERROR,
-                                reason=f"no kernel with ID {kernel_id}")
-        if plan.cls is _INVALID:
-            return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_ERROR, reason=plan.reason)
+        entry = self._entries.get(kernel_id)
+        if entry is None:
+            found = self._kernel_entry(call, kernel_id)
+            if isinstance(found, int):
+                return found
+            entry = found
         slots = self.buffers.slots
         buffers = self.buffers.buffers
         bound: dict[int, Buffer] = {}
         seen: list[int] = []  # at most 8 declared bindings: a list beats a set
-        for slot, etype in self._declared(kernel):
+        for slot, etype in entry.declared:
             handle = slots[slot]
             buf = buffers.get(handle) if handle else None
             if buf is None or handle in seen:
@@ -102,15 +119,35 @@ class DispatchImport(ImportGroup):
         if count > self.ctx.config.max_elements:
             return self._finish(call, Status.LIMIT_EXCEEDED,
                                 reason=f"count {count} is above max_elements {self.ctx.config.max_elements}")
-        return kernel, plan, bound
+        return entry, bound
 
-    def _declared(self, kernel: KernelConfig) -> tuple[tuple[int, int], ...]:
-        """(slot, element type) of each declared binding, in configuration order (kept per kernel:
-        the config is immutable)."""
-        found = self._bindings.get(kernel.id)
-        if found is None:
-            found = self._bindings[kernel.id] = tuple((b.slot, int(b.type)) for b in kernel.bindings)
-        return found
+    def _kernel_entry(self, call: ImportCall, kernel_id: int) -> KernelEntry | int:
+        """Steps 2-3 (the contract, the kernel) on a kernel's first dispatch: its entry, kept once
+        valid (what they check is fixed), or the finished call's status, asked again next time."""
+        contract = self.module.contract
+        if not contract.verified:
+            return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_UNVERIFIED,
+                                reason=contract.reason)
+        kernel = self.ctx.config.kernel(kernel_id)
+        plan = contract.kernels.get(kernel_id)
+        if kernel is None or plan is None:
+            return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_ERROR,
+                                reason=f"no kernel with ID {kernel_id}")
+        if plan.cls is _INVALID:
+            return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_ERROR, reason=plan.reason)
+        entry = self._entries[kernel_id] = KernelEntry(
+            kernel, plan, tuple((b.slot, int(b.type)) for b in kernel.bindings), self.module.dispatch_plans.get(kernel_id),
+            self._gpu_ready(kernel, plan), kernel.min_elements)
+        return entry
+
+    def _gpu_ready(self, kernel: KernelConfig, plan: KernelPlan) -> bool:
+        """Whether gpu_decision answers NONE for every count at or above min_elements while the
+        device stays usable: asked once with the smallest such count, on a usable device."""
+        ctx = self.ctx
+        if not ctx.residency.usable or kernel.id not in self.module.dispatch_plans:
+            return False
+        code, _reason = ctx.gpu_decision(self.module, kernel, plan, max(1, kernel.min_elements))
+        return code is _NONE
 
     def _fall_back(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer],
                    reason_code: ReasonCode, reason: str) -> int:

@@ -9,8 +9,8 @@ from functools import partial
 from ..abi.table import IMPORTS, Status
 from ..buffers import Buffer
 from ..memcopy import copy_bytes
-from ._wasmtime import GuestCaller
-from .calls import U32, U64, Handlers, ImportCall, ImportGroup
+from ._wasmtime import GuestCaller, GuestMemory
+from .calls import U32, U64, Handlers, ImportCall, ImportGroup, ImportScope
 from .memexports import memory_export_name
 
 _OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
@@ -32,6 +32,12 @@ DIRECTIONS = {spec.name: Direction(spec.name.startswith("set"), spec.params[3] =
 
 class TransferImports(ImportGroup):
     """The memory transfers of one instance; guest memory is found through the calling instance."""
+
+    def __init__(self, scope: ImportScope) -> None:
+        super().__init__(scope)
+        # (offsets 64-bit, memory index) -> the memory that passed steps 4-7: the contract, its
+        # declarations and the scope's memory lookup are fixed for the instance's life.
+        self._reachable: dict[tuple[bool, int], GuestMemory] = {}
 
     def handlers(self) -> Handlers:
         return {name: (partial(self.transfer, direction), True) for name, direction in DIRECTIONS.items()}
@@ -60,6 +66,23 @@ class TransferImports(ImportGroup):
             return self._finish(call, Status.INVALID_HANDLE, reason=self._no_buffer(handle))
         if offset + count > buf.length:
             return self._finish(call, Status.INVALID_RANGE, reason=self._past_end(buf, offset, count))
+        memory = self._reachable.get((direction.is64, memory_index))
+        if memory is None:
+            found = self._memory(call, direction, caller, memory_index)
+            if isinstance(found, int):
+                return found
+            memory = found
+        guest_base, guest_size = caller.memory_span(memory.handle)
+        if guest_offset + count * buf.stored_bytes > guest_size:
+            return self._finish(call, Status.INVALID_RANGE, reason=f"guest bytes [{guest_offset}, "
+                                f"{guest_offset + count * buf.stored_bytes}) lie past memory {memory_index}'s "
+                                f"{guest_size} bytes")
+        return buf, guest_base + guest_offset
+
+    def _memory(self, call: ImportCall, direction: Direction, caller: GuestCaller,
+                memory_index: int) -> GuestMemory | int:
+        """Steps 4-7 on a memory's first transfer in this direction: the memory, kept once
+        reachable, or the finished call's status (asked again next time)."""
         contract = self.module.contract
         if not contract.verified:
             return self._finish(call, Status.UNSUPPORTED_STORAGE,
@@ -76,12 +99,8 @@ class TransferImports(ImportGroup):
         if memory is None or memory.is64 != direction.is64:
             return self._finish(call, Status.UNSUPPORTED_STORAGE, reason=f"memory {memory_index} is not reachable "
                                 f"as a {width} memory")
-        guest_base, guest_size = caller.memory_span(memory.handle)
-        if guest_offset + count * buf.stored_bytes > guest_size:
-            return self._finish(call, Status.INVALID_RANGE, reason=f"guest bytes [{guest_offset}, "
-                                f"{guest_offset + count * buf.stored_bytes}) lie past memory {memory_index}'s "
-                                f"{guest_size} bytes")
-        return buf, guest_base + guest_offset
+        self._reachable[(direction.is64, memory_index)] = memory
+        return memory
 
     def _move(self, call: ImportCall, direction: Direction, buf: Buffer, offset: int, guest: int, count: int) -> int:
         res = self.ctx.residency
