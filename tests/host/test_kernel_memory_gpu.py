@@ -151,3 +151,23 @@ def test_a_call_that_never_returns_falls_back_when_reached(gpu):
     reached = job(gpu, body, [1, 9, 3])
     assert (reached.status, reached.reason, reached.trapped) == (Status.CPU_FALLBACK, "KERNEL_TRAP", True)
     assert not reached.committed
+
+
+# musl's FORCE_EVAL pattern: on one path an address into the frame is left in a local that the
+# other path sets to a number, and nothing reads it after the paths meet (addressvars.py).
+ADDRESS_ON_ONE_PATH = f"""
+    (local.set $p (i32.sub (global.get $sp) (i32.const 16)))
+    (global.set $sp (local.get $p))
+    (if (i32.lt_u {rd(0)} (i32.const 50))
+      (then (i32.store offset=12 (local.get $p) (i32.mul {rd(0)} (i32.const 3)))
+            (local.set $q (i32.add (local.get $p) (i32.const 12)))
+            {write_out("(i32.load (local.get $q))")})
+      (else (local.set $q (i32.const 5)) {write_out(rd(0))}))
+    (global.set $sp (i32.add (local.get $p) (i32.const 16)))"""
+
+
+def test_a_frame_address_left_in_a_local_on_one_path_runs_on_the_gpu(gpu):
+    values = [(k * 13) % 100 for k in range(300)]
+    got = job(gpu, ADDRESS_ON_ONE_PATH, values, "(local $p i32) (local $q i32)")
+    assert (got.status, got.reason) == (Status.OK, "NONE")
+    assert got.out == [v * 3 if v < 50 else v for v in values]

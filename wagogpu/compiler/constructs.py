@@ -39,6 +39,7 @@ exhausted budget commit nothing and count for neither.
 from __future__ import annotations
 
 from ..abi.kernel import KernelError
+from . import addressvars
 from . import reader as lim
 from .contract import CompileError
 from .frames import ALL_SLOTS, Frame, FrameKind
@@ -110,6 +111,7 @@ def open_frame(st: Lowering, kind: FrameKind, at: int, block: BlockType, head: s
     parent = frames[-1]
     frame = Frame(kind, params, results, len(st.stack), wrapper, parent.dead, not parent.dead)
     frame.mw_entry = st.mw
+    addressvars.opened(st, frame)
     frame.result_vars = tuple(st.new_var(t) for t in results)
     reentered = kind == FrameKind.LOOP and wrapper
     if reentered and not parent.dead:
@@ -158,6 +160,7 @@ def close_frame(st: Lowering, frame: Frame) -> None:
     st.known.clear()
     parent = st.top
     mw = st.mw if live_end else ALL_SLOTS
+    other = False  # an if's other part reaches its end
     if frame.kind == FrameKind.IF:
         st.emit("  }\n  break;\n  }\n" if frame.wrapper else "  }\n")
         other = frame.then_live if frame.else_seen else frame.entry_live
@@ -169,6 +172,7 @@ def close_frame(st: Lowering, frame: Frame) -> None:
         live_after = live_end or (frame.reached and frame.kind == FrameKind.BLOCK)
     if frame.reached and frame.kind != FrameKind.LOOP:
         mw &= frame.mw_in
+    addressvars.closed(st, frame, live_end, other)
     if live_after:
         st.mw = mw
     if frame.crossers:
@@ -216,6 +220,7 @@ def branch(st: Lowering, target: int, values: list[Record]) -> str:
     if not frame.wrapper:
         raise AssertionError("branch to a construct the pre-scan did not see targeted")
     frame.reached = True
+    addressvars.branched(st, frame)
     if frame.kind != FrameKind.LOOP:
         frame.mw_in &= st.mw
     crossed = [f for f in frames[target + 1:] if f.wrapper]
@@ -236,6 +241,7 @@ def switch_to_else(st: Lowering, frame: Frame) -> None:
         return
     frame.then_live = not frame.dead
     frame.mw_then = st.mw
+    addressvars.to_else(st, frame)
     frame.else_seen = True
     st.mw = frame.mw_entry
     st.known.clear()

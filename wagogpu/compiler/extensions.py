@@ -47,6 +47,10 @@ class Extensions:
     braceless: int = 0  # open callee frames that emit no WGSL scope
     run_body: Callable[..., int] | None = None  # the checked driver (lower.run_checked)
     noreturn: dict[int, bool] = field(default_factory=dict)  # defined function -> inline.never_returns
+    # locals holding a stack address or a buffer handle that control flow assigns (instructions.py)
+    unknown_locals: dict[int, str] = field(default_factory=dict)  # their var lacks their value -> why
+    var_reads: dict[int, int] = field(default_factory=dict)  # local -> `events` at its last var read
+    events: int = 0  # a counter of var reads and loop openings, ordering them
     # shadow stack
     sp_global: int = -1  # the mutable i32 global used as the stack pointer
     sp_offset: int = 0  # its value now, relative to its value at kernel entry

@@ -22,6 +22,7 @@ the CPU (its depth is a run-time value), and so does call_indirect (its target i
 from __future__ import annotations
 
 from . import reader as lim
+from .addressvars import forget
 from .constructs import branch, close_frame
 from .contract import CompileError
 from .extensions import Call
@@ -157,6 +158,7 @@ def _leave(st: Lowering) -> None:
     st.targeted = targeted  # type: ignore[assignment]
     del st.locals[call.locals_start:]
     del st.local_types[call.locals_start:]
+    forget(st, call.locals_start)
 
 
 def _close_braceless(st: Lowering, frame: Frame) -> None:
