@@ -19,7 +19,7 @@ from __future__ import annotations
 from .contract import CompileError
 from .frames import Frame, FrameKind
 from .lowering import UNSUPPORTED, Lowering
-from .records import FRAME, HANDLE, Record
+from .records import FRAME, HANDLE, Record, local_var
 
 LOOP, IF = FrameKind.LOOP, FrameKind.IF
 HANDLE_IN_VAR = "buffer handle in a local that control flow assigns"
@@ -39,7 +39,7 @@ def assign_number(st: Lowering, i: int) -> None:
         st.ext.unknown_locals.pop(i, None)
 
 
-def var_read(st: Lowering, i: int) -> str:
+def var_read(st: Lowering, i: int, wtype: int) -> str:
     """The name of local i's var for a read, refused where the var may lack the local's value."""
     ext = st.ext
     message = ext.unknown_locals.get(i)
@@ -52,7 +52,7 @@ def var_read(st: Lowering, i: int) -> str:
         raise CompileError(UNSUPPORTED, message)
     ext.events += 1
     ext.var_reads[i] = ext.events
-    return f"l{i}"
+    return local_var(i, wtype)
 
 
 def opened(st: Lowering, frame: Frame) -> None:

@@ -46,7 +46,7 @@ from .frames import ALL_SLOTS, Frame, FrameKind
 from .intrinsics import F32, F64, I32, I64
 from .lowering import INVALID, LIMIT, LOCAL_TYPES, UNSUPPORTED, Lowering, raise_error
 from .prescan import prescan
-from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, NUMBER, VAR, WGSL_TYPE, Record
+from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, NUMBER, VAR, WGSL_TYPE, Record, local_var
 
 BlockType = tuple[tuple[int, ...], tuple[int, ...]]  # (param types, result types)
 # 0x40, 0x7f, 0x7e, 0x7d, 0x7c
@@ -88,10 +88,11 @@ def enter_top_construct(st: Lowering, at: int) -> None:
         rec = locals_[i]
         if rec[0] == VAR or rec[0] == HANDLE or rec[0] == FRAME:
             continue  # already there / an address: refused if the construct really assigns it
-        if i not in st.var_locals:
-            st.var_locals.add(i)
-            st.decls.append(f"  var l{i}: {WGSL_TYPE[BITS_FORM[rec[1]]]};\n")
-        st.emit(f"  l{i} = {st.bits(rec)};\n")
+        name = local_var(i, rec[1])
+        if name not in st.var_locals:
+            st.var_locals.add(name)
+            st.decls.append(f"  var {name}: {WGSL_TYPE[BITS_FORM[rec[1]]]};\n")
+        st.emit(f"  {name} = {st.bits(rec)};\n")
         locals_[i] = (VAR, rec[1], i)
 
 

@@ -17,7 +17,7 @@ from .contract import CompileError, KernelError
 from .intrinsics import F32, F64, I32, I64
 from .lowering import BITS, LOCAL_TYPES, UNSUPPORTED, Lowering
 from .ops import SATURATING, NumericOp
-from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, VAR
+from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, VAR, local_var
 from .shadow import address_arith
 from .valuetext import second_copy
 
@@ -36,7 +36,7 @@ def local_get(st: Lowering) -> None:
         else:
             known = st.known.get(i)
             if known is None:
-                known = st.known[i] = (NUMBER, rec[1], st.let(BITS_FORM[rec[1]], var_read(st, i)))
+                known = st.known[i] = (NUMBER, rec[1], st.let(BITS_FORM[rec[1]], var_read(st, i, rec[1])))
             rec = known
     st.stack.append(rec)
 
@@ -58,7 +58,7 @@ def local_set(st: Lowering, tee: bool) -> None:
         if value[0] in ADDRESS_IN_VAR:
             assign(st, i, value)
         else:
-            st.emit(f"  l{i} = {st.bits(value)};\n")
+            st.emit(f"  {local_var(i, value[1])} = {st.bits(value)};\n")
         st.known[i] = value
     if tee:
         st.stack.append(value)
