@@ -1,6 +1,7 @@
 """i64 and f64 through guest memory on the adapter (lavapipe unless WAGO_GPU_TEST=1): loads of
 8 bytes and the narrow i64 loads from the dispatch-time snapshot, 64-bit and narrow stores and
-loads in the shadow frame, and inlined callees that reuse local indices with other types. Each
+loads in the shadow frame, inlined callees with i64 and f64 parameters and results or that reuse
+local indices with other types, and immutable i64 and f64 globals as constants. Each
 body runs on the GPU and, through a disabled Host, in wasmtime (the CPU runner): the answers
 must be equal bit for bit, and where a load leaves memory the GPU falls back and the CPU traps."""
 from __future__ import annotations
@@ -127,3 +128,34 @@ def test_callees_reuse_local_indices_with_other_types(gpu, cpu, monkeypatch):
     monkeypatch.setattr(memory, "HELPERS", memory.HELPERS + CALLEES)
     out = same_on_both(gpu, cpu, write_out(f"(i32.add (call $narrow {rd(0)}) (call $wide {rd(0)}))"), list(range(8)))
     assert out == [(3 * v + 2 * v) if v > 2 else 0 for v in range(8)]
+
+
+WIDE_CALLEES = """
+  (global $k64 i64 (i64.const 0x123456789abcdef))
+  (global $half f64 (f64.const 0.5))
+  (func $mix (param $a i64) (param $b f64) (result i64 f64)
+    (i64.xor (i64.mul (local.get $a) (global.get $k64)) (i64.reinterpret_f64 (local.get $b)))
+    (f64.add (local.get $b) (global.get $half)))
+  (func $div (param $a i64) (param $b i64) (result i64) (i64.div_s (local.get $a) (local.get $b)))
+"""
+
+
+def test_callees_with_i64_and_f64_parameters_and_results(gpu, cpu, monkeypatch):
+    from . import test_kernel_memory_gpu as memory
+    monkeypatch.setattr(memory, "HELPERS", memory.HELPERS + WIDE_CALLEES)
+    call = f"(call $mix (i64.extend_i32_s {rd(0)}) (f64.convert_i32_u {rd(0)}))"
+    body = (f"(local.set $x (i64.xor {call} (i64.reinterpret_f64)))"
+            + write_out(FOLD.format("(local.get $x)")))
+    out = same_on_both(gpu, cpu, body, [0, 1, 7, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 123456])
+    assert len(set(out)) == 7
+
+
+def test_a_trap_inside_a_64_bit_callee_falls_back(gpu, monkeypatch):
+    from . import test_kernel_memory_gpu as memory
+    monkeypatch.setattr(memory, "HELPERS", memory.HELPERS + WIDE_CALLEES)
+    body = write_out("(i32.wrap_i64 (call $div (i64.const 100) (i64.extend_i32_u " + rd(0) + ")))")
+    quiet = job(gpu, body, [1, 3, 7], LOCALS)
+    assert (quiet.status, quiet.out) == (Status.OK, [100, 33, 14])
+    got = job(gpu, body, [1, 0, 7], LOCALS)  # a zero divisor traps in the callee
+    assert (got.status, got.reason, got.trapped) == (Status.CPU_FALLBACK, "KERNEL_TRAP", True)
+    assert not got.committed

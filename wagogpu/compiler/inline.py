@@ -27,7 +27,7 @@ from .constructs import branch, close_frame
 from .contract import CompileError
 from .extensions import Call
 from .frames import Frame, FrameKind
-from .intrinsics import F32, I32
+from .intrinsics import F32, F64, I32, I64
 from .lowering import INVALID, LIMIT, UNSUPPORTED, Lowering
 from .opnames import skip_locals, walk
 from .prescan import prescan
@@ -39,7 +39,7 @@ from .constructs import TRAP
 OP_UNREACHABLE, OP_END = 0x00, 0x0B
 ESCAPES = frozenset((0x0E, 0x0F, 0x12, 0x13))  # br_table, return, return_call(_indirect): may leave the body
 
-PARAM_TYPES = frozenset((I32, F32))  # the value types a callee's parameters and results may have
+PARAM_TYPES = frozenset((I32, F32, I64, F64))  # the value types a callee's parameters and results may have
 
 
 def call_defined(st: Lowering, function: int) -> None:
