@@ -47,6 +47,7 @@ from .intrinsics import F32, F64, I32, I64
 from .lowering import INVALID, LIMIT, LOCAL_TYPES, UNSUPPORTED, Lowering, raise_error
 from .prescan import prescan
 from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, NUMBER, VAR, WGSL_TYPE, Record, local_var
+from .shadow import check_joinable
 
 BlockType = tuple[tuple[int, ...], tuple[int, ...]]  # (param types, result types)
 # 0x40, 0x7f, 0x7e, 0x7d, 0x7c
@@ -139,6 +140,7 @@ def end_part(st: Lowering, frame: Frame) -> None:
     their vars, and nothing else may be left on the stack."""
     values = st.pop_types(frame.results)
     if st.pending is None and not frame.dead:
+        check_joinable(st)
         st.emit(assignments(st, frame.result_vars, values))
     if len(st.stack) != frame.height and st.pending is None:
         st.pending = CompileError(INVALID, "operand stack mismatch at block end")
@@ -218,6 +220,8 @@ def branch(st: Lowering, target: int, values: list[Record]) -> str:
         st.exit_mw &= st.mw
         parts.append("  return;\n")
         return "".join(parts)
+    if target != st.frame_base:  # (a branch to an inlined callee's frame is its return)
+        check_joinable(st)
     if not frame.wrapper:
         raise AssertionError("branch to a construct the pre-scan did not see targeted")
     frame.reached = True

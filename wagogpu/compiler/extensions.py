@@ -54,6 +54,7 @@ class Extensions:
     # shadow stack
     sp_global: int = -1  # the mutable i32 global used as the stack pointer
     sp_offset: int = 0  # its value now, relative to its value at kernel entry
+    sp_resume: int | None = None  # set while a path inside control flow has released its frame to return
     slots: dict[int, FrameSlot] = field(default_factory=dict)  # frame offset -> slot
     forced: frozenset[int] = frozenset()  # offsets a previous pass found stored inside control flow
     conflicts: set[int] = field(default_factory=set)  # ... found by this pass (lower.py restarts)

@@ -33,7 +33,7 @@ from .opnames import skip_locals, walk
 from .prescan import prescan
 from .reader import Reader, ReaderError
 from .records import CONSTANT, Record
-from .shadow import check_restored
+from .shadow import check_joinable, check_restored
 from .constructs import TRAP
 
 OP_UNREACHABLE, OP_END = 0x00, 0x0B
@@ -61,6 +61,7 @@ def call_defined(st: Lowering, function: int) -> None:
     if st.top.dead:
         st.stack.extend((CONSTANT, t, 0) for t in results)
         return
+    check_joinable(st)  # (a path that released its frame to return calls nothing)
     if never_returns(st, defined):
         st.uses_err = True
         st.emit(TRAP)

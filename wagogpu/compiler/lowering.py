@@ -185,6 +185,9 @@ class Lowering:
         frame = self.top
         frame.dead = True
         del self.stack[frame.height:]
+        ext = self.ext
+        if ext.sp_resume is not None:  # a path that released its frame ended (shadow.py)
+            ext.sp_offset, ext.sp_resume = ext.sp_resume, None
 
     # ---- values ------------------------------------------------------------------------------
     def new_value(self, form: Form) -> int:

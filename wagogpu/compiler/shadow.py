@@ -36,6 +36,7 @@ MASK = {1: 0xFF, 2: 0xFFFF, 4: 0xFFFFFFFF}
 NARROW_LOAD = {(1, False): "({} & 255u)", (1, True): "bitcast<u32>(bitcast<i32>({} << 24u) >> 24u)",
                (2, False): "({} & 65535u)", (2, True): "bitcast<u32>(bitcast<i32>({} << 16u) >> 16u)"}
 SLOT_TYPE = {False: I32, True: I64}  # the Wasm type a slot's var holds its bits as, by "8 bytes wide"
+MOVED_IN_CONTROL_FLOW = "the stack pointer is moved inside control flow"
 NOT_RESTORED = "the stack pointer is not restored where the function returns"
 
 
@@ -68,11 +69,34 @@ def move_stack_pointer(st: Lowering, value: Record) -> None:
     if value[0] != FRAME:
         raise CompileError(UNSUPPORTED, "the stack pointer is set to a computed value")
     if not at_function_top(st):
-        raise CompileError(UNSUPPORTED, "the stack pointer is moved inside control flow")
+        release_to_return(st, value[2])
+        return
     if not -lim.MAX_FRAME_BYTES <= value[2] <= 0:
         raise CompileError(UNSUPPORTED if value[2] > 0 else LIMIT,
                            "the stack pointer moves above its entry value" if value[2] > 0 else "stack frame limit")
     st.ext.sp_offset = value[2]
+
+
+def release_to_return(st: Lowering, offset: int) -> None:
+    """global.set of the stack pointer inside control flow: only its restore to the function's
+    entry value on a path that then returns or traps (an early `return`, Zig's Debug epilogues,
+    the stack protector's check). The function's frame is released on that path only: its
+    accesses there are outside the frame, and the path may not reach a join (constructs.py
+    refuses a branch or fall-through while released); when it ends (Lowering.set_dead) the
+    stack pointer is the frame's again for the code after it."""
+    ext = st.ext
+    entry = ext.calls[-1].entry_sp if ext.calls else 0
+    if offset != entry or ext.sp_resume is not None:
+        raise CompileError(UNSUPPORTED, MOVED_IN_CONTROL_FLOW)
+    if offset != ext.sp_offset:
+        ext.sp_resume = ext.sp_offset
+        ext.sp_offset = offset
+
+
+def check_joinable(st: Lowering) -> None:
+    """A live path reaching a join or branching inside the function: its frame must be held."""
+    if st.ext.sp_resume is not None:
+        raise CompileError(UNSUPPORTED, MOVED_IN_CONTROL_FLOW)
 
 
 def check_restored(st: Lowering, entry: int) -> None:
