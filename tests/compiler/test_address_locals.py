@@ -70,3 +70,11 @@ def test_an_if_without_else_keeps_the_entry_paths_marks():
     body = ("(if (local.get $i) (then (local.set $q (i32.add (local.get $p) (i32.const 12)))))"
             "(if (local.get $i) (then (local.set $q (i32.const 1))))" + WRITE.format("(local.get $q)"))
     assert no(body) == IN_VAR
+
+
+def test_a_mark_brought_back_to_a_loop_head_reaches_the_loop_end():
+    """One pass sets the address and branches back, the next falls out of the loop: the var still
+    holds what the first pass left there, so a read after the loop is refused."""
+    body = ("(loop $l (if (i32.eqz (local.get $i)) (then (local.set $q (i32.add (local.get $p) (i32.const 12)))"
+            " (br $l))))" + WRITE.format("(local.get $q)"))
+    assert no(body) == IN_VAR

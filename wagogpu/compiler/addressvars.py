@@ -90,6 +90,8 @@ def closed(st: Lowering, frame: Frame, live_end: bool, other_live: bool) -> None
         marks.update((frame.unknown_then if frame.else_seen else frame.unknown_entry) or {})
     if frame.reached and frame.kind != LOOP and frame.unknown_in:
         marks.update(frame.unknown_in)
+    if live_end and frame.unknown_back:  # what a back edge brought to the head may reach the end
+        marks.update(frame.unknown_back)
     st.ext.unknown_locals = marks
 
 
