@@ -78,3 +78,27 @@ def test_a_mark_brought_back_to_a_loop_head_reaches_the_loop_end():
     body = ("(loop $l (if (i32.eqz (local.get $i)) (then (local.set $q (i32.add (local.get $p) (i32.const 12)))"
             " (br $l))))" + WRITE.format("(local.get $q)"))
     assert no(body) == IN_VAR
+
+
+HANDLE = "(call $getBuffer (i32.const 2))"
+PUT = "(call $writeBufferI32 (local.get $q) (local.get $i) (i32.const 1))"
+
+
+def test_a_handle_set_on_a_path_is_used_after_nested_blocks_on_that_path():
+    """-O0: the handle loaded into a local inside a branch, used after an inner block closes."""
+    body = (f"(block $b (br_if $b (local.get $i)) (local.set $q {HANDLE})"
+            f" (block $inner (br_if $inner (i32.eqz (local.get $i)))) {PUT})")
+    assert "slot2[index]" in wat(body)
+
+
+def test_paths_that_agree_on_the_record_keep_it_and_others_conflict():
+    both = f"(if (local.get $i) (then (local.set $q {HANDLE})) (else (local.set $q {HANDLE}))) {PUT}"
+    assert "slot2[index]" in wat(both)
+    one = f"(if (local.get $i) (then (local.set $q {HANDLE})) (else (local.set $q (i32.const 2)))) {PUT}"
+    assert no(one) == "buffer handle in a local that control flow assigns"
+
+
+def test_a_back_edge_that_changes_a_record_the_body_read_is_refused():
+    body = (f"(if (local.get $i) (then (local.set $q {HANDLE})"
+            f" (loop $l {PUT} (local.set $q (i32.const 0)) (br_if $l (i32.eqz (local.get $i))))))")
+    assert no(body) == "buffer handle in a local that control flow assigns"

@@ -48,7 +48,8 @@ class Extensions:
     run_body: Callable[..., int] | None = None  # the checked driver (lower.run_checked)
     noreturn: dict[int, bool] = field(default_factory=dict)  # defined function -> inline.never_returns
     # locals holding a stack address or a buffer handle that control flow assigns (instructions.py)
-    unknown_locals: dict[int, str] = field(default_factory=dict)  # their var lacks their value -> why
+    # local -> (why, the record it holds on this path or None); never mutated, replaced
+    unknown_locals: dict[int, tuple[str, Record | None]] = field(default_factory=dict)
     var_reads: dict[int, int] = field(default_factory=dict)  # local -> `events` at its last var read
     events: int = 0  # a counter of var reads and loop openings, ordering them
     # shadow stack

@@ -12,7 +12,7 @@ constants.
 """
 from __future__ import annotations
 
-from .addressvars import ADDRESS_IN_VAR, HANDLE_IN_VAR, assign, assign_number, var_read
+from .addressvars import ADDRESS_IN_VAR, HANDLE_IN_VAR, assign, assign_number, marked
 from .contract import CompileError, KernelError
 from .intrinsics import F32, F64, I32, I64
 from .lowering import BITS, LOCAL_TYPES, UNSUPPORTED, Lowering
@@ -36,7 +36,8 @@ def local_get(st: Lowering) -> None:
         else:
             known = st.known.get(i)
             if known is None:
-                known = st.known[i] = (NUMBER, rec[1], st.let(BITS_FORM[rec[1]], var_read(st, i, rec[1])))
+                known = marked(st, i) or (NUMBER, rec[1], st.let(BITS_FORM[rec[1]], local_var(i, rec[1])))
+                st.known[i] = known
             rec = known
     st.stack.append(rec)
 
@@ -59,6 +60,7 @@ def local_set(st: Lowering, tee: bool) -> None:
             assign(st, i, value)
         else:
             st.emit(f"  {local_var(i, value[1])} = {st.bits(value)};\n")
+            assign_number(st, i)
         st.known[i] = value
     if tee:
         st.stack.append(value)
