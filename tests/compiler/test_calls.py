@@ -21,9 +21,10 @@ def compile_wat(body: str, extra: str = "", locals_: str = "(local $p i32)") -> 
     return compile_buffer_wgsl(bytes(wasmtime.wat2wasm(text)), kernel)
 
 
-def refused(body: str, extra: str = "", kind: CompileErrorKind = CompileErrorKind.UNSUPPORTED) -> str:
+def refused(body: str, extra: str = "", kind: CompileErrorKind = CompileErrorKind.UNSUPPORTED,
+            locals_: str = "(local $p i32)") -> str:
     with pytest.raises(CompileError) as e:
-        compile_wat(body, extra)
+        compile_wat(body, extra, locals_)
     assert e.value.kind == kind
     return e.value.message
 

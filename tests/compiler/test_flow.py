@@ -343,10 +343,12 @@ def test_locals_keep_index_and_handles_across_loops():
             " (loop $l (br_if $l (i32.lt_u (local.tee $a (i32.add (local.get $a) (i32.const 1))) (i32.const 3))))"
             " (call $writeBufferI32 (local.get $b) (local.get $c) (local.get $a))")
     assert plan(body).cls is KernelClass.ELIGIBLE
-    # a handle assigned inside control flow cannot live in a var
-    body = "(if (i32.const 1) (then (local.set $b (call $getBuffer (i32.const 2)))))"
-    p = plan(body)
+    # a handle assigned inside control flow cannot live in a var: a use after the join is refused
+    assigned = "(if (i32.const 1) (then (local.set $b (call $getBuffer (i32.const 2)))))"
+    p = plan(assigned + " (call $writeBufferI32 (local.get $b) (local.get $i) (i32.const 1))")
     assert (p.cls, p.reason) == (KernelClass.REJECTED, "buffer handle in a local that control flow assigns")
+    # ... while one never used after it changes nothing the GPU computes
+    assert plan(assigned).cls is KernelClass.ELIGIBLE
     # the index assigned inside control flow is no longer the index: writes with it are refused
     body = "(if (i32.const 1) (then (local.set $c (local.get $i)))) " + \
            "(call $writeBufferI32 (call $getBuffer (i32.const 2)) (local.get $c) (i32.const 1))"

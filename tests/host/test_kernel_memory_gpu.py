@@ -151,3 +151,50 @@ def test_a_call_that_never_returns_falls_back_when_reached(gpu):
     reached = job(gpu, body, [1, 9, 3])
     assert (reached.status, reached.reason, reached.trapped) == (Status.CPU_FALLBACK, "KERNEL_TRAP", True)
     assert not reached.committed
+
+
+# musl's FORCE_EVAL pattern: on one path an address into the frame is left in a local that the
+# other path sets to a number, and nothing reads it after the paths meet (addressvars.py).
+ADDRESS_ON_ONE_PATH = f"""
+    (local.set $p (i32.sub (global.get $sp) (i32.const 16)))
+    (global.set $sp (local.get $p))
+    (if (i32.lt_u {rd(0)} (i32.const 50))
+      (then (i32.store offset=12 (local.get $p) (i32.mul {rd(0)} (i32.const 3)))
+            (local.set $q (i32.add (local.get $p) (i32.const 12)))
+            {write_out("(i32.load (local.get $q))")})
+      (else (local.set $q (i32.const 5)) {write_out(rd(0))}))
+    (global.set $sp (i32.add (local.get $p) (i32.const 16)))"""
+
+
+def test_a_frame_address_left_in_a_local_on_one_path_runs_on_the_gpu(gpu):
+    values = [(k * 13) % 100 for k in range(300)]
+    got = job(gpu, ADDRESS_ON_ONE_PATH, values, "(local $p i32) (local $q i32)")
+    assert (got.status, got.reason) == (Status.OK, "NONE")
+    assert got.out == [v * 3 if v < 50 else v for v in values]
+
+
+# The stack protector's epilogue at -O0: a canary in the frame, compared before returning; the
+# matching path restores the stack pointer and returns inside the block, the other one calls a
+# handler that never returns (shadow.release_to_return). Here the "canary" is the input, so
+# inputs of 1000 and above take the handler's path.
+PROTECTED = f"""
+    (local.set $p (i32.sub (global.get $sp) (i32.const 16)))
+    (global.set $sp (local.get $p))
+    (i32.store offset=12 (local.get $p) {rd(0)})
+    (i32.store offset=8 (local.get $p) (i32.mul {rd(0)} (i32.const 7)))
+    {write_out("(i32.load offset=8 (local.get $p))")}
+    (block $bad
+      (br_if $bad (i32.ge_u (i32.load offset=12 (local.get $p)) (i32.const 1000)))
+      (global.set $sp (i32.add (local.get $p) (i32.const 16)))
+      (return))
+    (call $panic (i32.const 2))"""
+
+
+def test_a_stack_protector_epilogue_runs_on_the_gpu_and_its_failure_falls_back(gpu):
+    values = [(k * 37) % 999 for k in range(300)]
+    got = job(gpu, PROTECTED, values)
+    assert (got.status, got.reason) == (Status.OK, "NONE")
+    assert got.out == [v * 7 for v in values]
+    smashed = job(gpu, PROTECTED, [1, 2000, 3])
+    assert (smashed.status, smashed.reason, smashed.trapped) == (Status.CPU_FALLBACK, "KERNEL_TRAP", True)
+    assert not smashed.committed

@@ -39,13 +39,15 @@ exhausted budget commit nothing and count for neither.
 from __future__ import annotations
 
 from ..abi.kernel import KernelError
+from . import addressvars
 from . import reader as lim
 from .contract import CompileError
 from .frames import ALL_SLOTS, Frame, FrameKind
 from .intrinsics import F32, F64, I32, I64
 from .lowering import INVALID, LIMIT, LOCAL_TYPES, UNSUPPORTED, Lowering, raise_error
 from .prescan import prescan
-from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, NUMBER, VAR, WGSL_TYPE, Record
+from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, NUMBER, VAR, WGSL_TYPE, Record, local_var
+from .shadow import check_joinable
 
 BlockType = tuple[tuple[int, ...], tuple[int, ...]]  # (param types, result types)
 # 0x40, 0x7f, 0x7e, 0x7d, 0x7c
@@ -87,10 +89,11 @@ def enter_top_construct(st: Lowering, at: int) -> None:
         rec = locals_[i]
         if rec[0] == VAR or rec[0] == HANDLE or rec[0] == FRAME:
             continue  # already there / an address: refused if the construct really assigns it
-        if i not in st.var_locals:
-            st.var_locals.add(i)
-            st.decls.append(f"  var l{i}: {WGSL_TYPE[BITS_FORM[rec[1]]]};\n")
-        st.emit(f"  l{i} = {st.bits(rec)};\n")
+        name = local_var(i, rec[1])
+        if name not in st.var_locals:
+            st.var_locals.add(name)
+            st.decls.append(f"  var {name}: {WGSL_TYPE[BITS_FORM[rec[1]]]};\n")
+        st.emit(f"  {name} = {st.bits(rec)};\n")
         locals_[i] = (VAR, rec[1], i)
 
 
@@ -110,6 +113,7 @@ def open_frame(st: Lowering, kind: FrameKind, at: int, block: BlockType, head: s
     parent = frames[-1]
     frame = Frame(kind, params, results, len(st.stack), wrapper, parent.dead, not parent.dead)
     frame.mw_entry = st.mw
+    addressvars.opened(st, frame)
     frame.result_vars = tuple(st.new_var(t) for t in results)
     reentered = kind == FrameKind.LOOP and wrapper
     if reentered and not parent.dead:
@@ -136,6 +140,7 @@ def end_part(st: Lowering, frame: Frame) -> None:
     their vars, and nothing else may be left on the stack."""
     values = st.pop_types(frame.results)
     if st.pending is None and not frame.dead:
+        check_joinable(st)
         st.emit(assignments(st, frame.result_vars, values))
     if len(st.stack) != frame.height and st.pending is None:
         st.pending = CompileError(INVALID, "operand stack mismatch at block end")
@@ -158,6 +163,7 @@ def close_frame(st: Lowering, frame: Frame) -> None:
     st.known.clear()
     parent = st.top
     mw = st.mw if live_end else ALL_SLOTS
+    other = False  # an if's other part reaches its end
     if frame.kind == FrameKind.IF:
         st.emit("  }\n  break;\n  }\n" if frame.wrapper else "  }\n")
         other = frame.then_live if frame.else_seen else frame.entry_live
@@ -169,6 +175,7 @@ def close_frame(st: Lowering, frame: Frame) -> None:
         live_after = live_end or (frame.reached and frame.kind == FrameKind.BLOCK)
     if frame.reached and frame.kind != FrameKind.LOOP:
         mw &= frame.mw_in
+    addressvars.closed(st, frame, live_end, other)
     if live_after:
         st.mw = mw
     if frame.crossers:
@@ -213,9 +220,12 @@ def branch(st: Lowering, target: int, values: list[Record]) -> str:
         st.exit_mw &= st.mw
         parts.append("  return;\n")
         return "".join(parts)
+    if target != st.frame_base:  # (a branch to an inlined callee's frame is its return)
+        check_joinable(st)
     if not frame.wrapper:
         raise AssertionError("branch to a construct the pre-scan did not see targeted")
     frame.reached = True
+    addressvars.branched(st, frame)
     if frame.kind != FrameKind.LOOP:
         frame.mw_in &= st.mw
     crossed = [f for f in frames[target + 1:] if f.wrapper]
@@ -236,6 +246,7 @@ def switch_to_else(st: Lowering, frame: Frame) -> None:
         return
     frame.then_live = not frame.dead
     frame.mw_then = st.mw
+    addressvars.to_else(st, frame)
     frame.else_seen = True
     st.mw = frame.mw_entry
     st.known.clear()

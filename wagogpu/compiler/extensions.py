@@ -47,9 +47,15 @@ class Extensions:
     braceless: int = 0  # open callee frames that emit no WGSL scope
     run_body: Callable[..., int] | None = None  # the checked driver (lower.run_checked)
     noreturn: dict[int, bool] = field(default_factory=dict)  # defined function -> inline.never_returns
+    # locals holding a stack address or a buffer handle that control flow assigns (instructions.py)
+    # local -> (why, the record it holds on this path or None); never mutated, replaced
+    unknown_locals: dict[int, tuple[str, Record | None]] = field(default_factory=dict)
+    var_reads: dict[int, int] = field(default_factory=dict)  # local -> `events` at its last var read
+    events: int = 0  # a counter of var reads and loop openings, ordering them
     # shadow stack
     sp_global: int = -1  # the mutable i32 global used as the stack pointer
     sp_offset: int = 0  # its value now, relative to its value at kernel entry
+    sp_resume: int | None = None  # set while a path inside control flow has released its frame to return
     slots: dict[int, FrameSlot] = field(default_factory=dict)  # frame offset -> slot
     forced: frozenset[int] = frozenset()  # offsets a previous pass found stored inside control flow
     conflicts: set[int] = field(default_factory=set)  # ... found by this pass (lower.py restarts)

@@ -43,6 +43,13 @@ class Frame:
     mw_entry: int = 0  # slots written on every path at entry
     mw_in: int = ALL_SLOTS  # ... on every branch to its end (block, if)
     mw_then: int = 0  # ... at the end of an if's then-part
+    # The marks of locals whose var lacks their value (addressvars.py): at entry, at the end of an
+    # if's then-part, merged over the branches to its end, changed by a loop's back edges.
+    unknown_entry: dict[int, tuple[str, Record | None]] | None = None
+    unknown_then: dict[int, tuple[str, Record | None]] | None = None
+    unknown_in: dict[int, tuple[str, Record | None]] | None = None
+    unknown_back: dict[int, tuple[str, Record | None]] | None = None
+    opened: int = 0  # Extensions.events when it opened (var reads after it a back edge repeats)
 
     @property
     def label_types(self) -> tuple[int, ...]:

@@ -9,14 +9,14 @@ in the order the CPU runner makes them.
 from __future__ import annotations
 
 from .contract import CompileError
-from .intrinsics import F32, I32
+from .intrinsics import F32, F64, I32, I64
 from .lowering import INVALID, UNSUPPORTED, Lowering
 from .records import CONSTANT, FRAME
 from .shadow import move_stack_pointer
 from .statics import GlobalDecl
 
-# Types whose constants travel as CONSTANT records (i64 and f64 join once their records exist).
-CONSTANT_TYPES = frozenset((I32, F32))
+# Types whose constants travel as CONSTANT records.
+CONSTANT_TYPES = frozenset((I32, F32, I64, F64))
 TYPE_NAMES = {0x7F: "i32", 0x7E: "i64", 0x7D: "f32", 0x7C: "f64", 0x7B: "v128"}
 
 
@@ -45,7 +45,7 @@ def global_get(st: Lowering) -> None:
                                             "of the module")
         if decl.type not in CONSTANT_TYPES:
             raise CompileError(UNSUPPORTED, f"global.get {index}: {_type_name(decl.type)} global")
-        if decl.type == F32:
+        if decl.type == F32 or decl.type == F64:
             st.is_float = True
         st.stack.append((CONSTANT, decl.type, decl.value))
         return

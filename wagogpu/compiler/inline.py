@@ -22,23 +22,24 @@ the CPU (its depth is a run-time value), and so does call_indirect (its target i
 from __future__ import annotations
 
 from . import reader as lim
+from .addressvars import forget
 from .constructs import branch, close_frame
 from .contract import CompileError
 from .extensions import Call
 from .frames import Frame, FrameKind
-from .intrinsics import F32, I32
+from .intrinsics import F32, F64, I32, I64
 from .lowering import INVALID, LIMIT, UNSUPPORTED, Lowering
 from .opnames import skip_locals, walk
 from .prescan import prescan
 from .reader import Reader, ReaderError
 from .records import CONSTANT, Record
-from .shadow import check_restored
+from .shadow import check_joinable, check_restored
 from .constructs import TRAP
 
 OP_UNREACHABLE, OP_END = 0x00, 0x0B
 ESCAPES = frozenset((0x0E, 0x0F, 0x12, 0x13))  # br_table, return, return_call(_indirect): may leave the body
 
-PARAM_TYPES = frozenset((I32, F32))  # the value types a callee's parameters and results may have
+PARAM_TYPES = frozenset((I32, F32, I64, F64))  # the value types a callee's parameters and results may have
 
 
 def call_defined(st: Lowering, function: int) -> None:
@@ -60,6 +61,7 @@ def call_defined(st: Lowering, function: int) -> None:
     if st.top.dead:
         st.stack.extend((CONSTANT, t, 0) for t in results)
         return
+    check_joinable(st)  # (a path that released its frame to return calls nothing)
     if never_returns(st, defined):
         st.uses_err = True
         st.emit(TRAP)
@@ -157,6 +159,7 @@ def _leave(st: Lowering) -> None:
     st.targeted = targeted  # type: ignore[assignment]
     del st.locals[call.locals_start:]
     del st.local_types[call.locals_start:]
+    forget(st, call.locals_start)
 
 
 def _close_braceless(st: Lowering, frame: Frame) -> None:

@@ -12,15 +12,15 @@ constants.
 """
 from __future__ import annotations
 
+from .addressvars import ADDRESS_IN_VAR, HANDLE_IN_VAR, assign, assign_number, marked
 from .contract import CompileError, KernelError
 from .intrinsics import F32, F64, I32, I64
 from .lowering import BITS, LOCAL_TYPES, UNSUPPORTED, Lowering
 from .ops import SATURATING, NumericOp
-from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, VAR
+from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, VAR, local_var
 from .shadow import address_arith
 from .valuetext import second_copy
 
-HANDLE_IN_VAR = "buffer handle in a local that control flow assigns"
 
 
 def nop(st: Lowering) -> None:
@@ -36,7 +36,8 @@ def local_get(st: Lowering) -> None:
         else:
             known = st.known.get(i)
             if known is None:
-                known = st.known[i] = (NUMBER, rec[1], st.let(BITS_FORM[rec[1]], f"l{i}"))
+                known = marked(st, i) or (NUMBER, rec[1], st.let(BITS_FORM[rec[1]], local_var(i, rec[1])))
+                st.known[i] = known
             rec = known
     st.stack.append(rec)
 
@@ -48,14 +49,18 @@ def local_set(st: Lowering, tee: bool) -> None:
         return
     if len(st.frames) - 1 == st.frame_base:  # straight-line code of the function now lowered
         st.locals[i] = value
+        assign_number(st, i)
     else:
-        if value[0] == HANDLE or st.locals[i][0] == HANDLE:
-            raise CompileError(UNSUPPORTED, HANDLE_IN_VAR)
-        if value[0] == FRAME or st.locals[i][0] == FRAME:
-            raise CompileError(UNSUPPORTED, "stack address in a local that control flow assigns")
-        if st.locals[i][0] != VAR:
+        old = st.locals[i][0]
+        if old != VAR:
+            if old in ADDRESS_IN_VAR:
+                raise CompileError(UNSUPPORTED, ADDRESS_IN_VAR[old])
             raise AssertionError("a local assigned inside control flow was not moved into a var")
-        st.emit(f"  l{i} = {st.bits(value)};\n")
+        if value[0] in ADDRESS_IN_VAR:
+            assign(st, i, value)
+        else:
+            st.emit(f"  {local_var(i, value[1])} = {st.bits(value)};\n")
+            assign_number(st, i)
         st.known[i] = value
     if tee:
         st.stack.append(value)

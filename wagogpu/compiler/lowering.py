@@ -116,7 +116,7 @@ class Lowering:
         self.top = Frame(FUNC, (), (), 0, False, False)  # the innermost open frame
         self.frames: list[Frame] = [self.top]
         self.const_text: dict[Record, str] = {}  # f32 constant record -> operand text
-        self.var_locals: set[int] = set()  # locals declared as WGSL vars
+        self.var_locals: set[str] = set()  # the WGSL vars declared for locals (records.local_var)
         self.known: dict[int, Record] = {}  # var locals whose value is a record in scope (control.py)
         self.targeted: set[int] | None = set()  # openings some branch targets (None: unknown, all)
         self.uses_brk = self.uses_fuel = self.uses_err = False
@@ -185,6 +185,9 @@ class Lowering:
         frame = self.top
         frame.dead = True
         del self.stack[frame.height:]
+        ext = self.ext
+        if ext.sp_resume is not None:  # a path that released its frame ended (shadow.py)
+            ext.sp_offset, ext.sp_resume = ext.sp_resume, None
 
     # ---- values ------------------------------------------------------------------------------
     def new_value(self, form: Form) -> int:

@@ -14,9 +14,9 @@ inside the memory, so a load the GPU answers never hides a trap.
 from __future__ import annotations
 
 from .contract import CompileError, KernelError
-from .intrinsics import F32
+from .intrinsics import F32, F64
 from .lowering import BITS, UNSUPPORTED, Lowering
-from .records import CONSTANT, NUMBER, Record
+from .records import BITS_FORM, CONSTANT, NUMBER, Record
 
 OUT_OF_RANGE = "0xffffffffu"
 HEADER_WORDS = 2
@@ -55,6 +55,7 @@ READ_EXPR: dict[tuple[int, bool], tuple[str, tuple[str, ...]]] = {
     (2, False): ("wasm_mem_u16({})", ("wasm_mem_byte", "wasm_mem_u16")),
     (2, True): ("bitcast<u32>(bitcast<i32>(wasm_mem_u16({}) << 16u) >> 16u)", ("wasm_mem_byte", "wasm_mem_u16")),
     (4, False): ("wasm_mem_u32({})", ("wasm_mem_u32",)),
+    (8, False): ("vec2<u32>(wasm_mem_u32({0}), wasm_mem_u32({0} + 4u))", ("wasm_mem_u32",)),
 }
 
 
@@ -90,11 +91,11 @@ def snapshot_load(st: Lowering, memory: int, address: Record, offset: int, width
     # A constant address is where the load reads; a dynamic one's static offset is where compilers
     # put the table it indexes (both lower the snapshot's start when they are below it).
     _note_address(st, memory, address[2] + offset if address[0] == CONSTANT else offset if offset else -1)
-    if wtype == F32:
+    if wtype == F32 or wtype == F64:
         st.is_float = True
     expr, helpers = READ_EXPR[width, signed and width < 4]
     ext = st.ext
     ext.helpers.update(("wasm_mem_at",) + helpers)
     at = st.let(BITS, f"wasm_mem_at({st.bits(address)}, {offset}u, {width}u)")
     st.raise_error_if(f"{st.names[at]} == {OUT_OF_RANGE}", KernelError.INDEX_RANGE)
-    return (NUMBER, wtype, st.let(BITS, expr.format(st.names[at])))
+    return (NUMBER, wtype, st.let(BITS_FORM[wtype], expr.format(st.names[at])))

@@ -42,6 +42,12 @@ WGSL_TYPE = {Form.BITS: "u32", Form.VALUE: "f32", Form.PAIR: "vec2<u32>", Form.D
 BITS_FORM: dict[int, Form] = {I32: Form.BITS, F32: Form.BITS, I64: Form.PAIR, F64: Form.PAIR}
 WIDE_TYPES = frozenset((I64, F64))
 
+
+def local_var(i: int, wtype: int) -> str:
+    """The WGSL var of local i when it holds a value of `wtype`: inlined callees reuse local
+    indices with other types, so a 64-bit local's var (a vec2<u32>) has a name of its own."""
+    return f"l{i}" if wtype != I64 and wtype != F64 else f"w{i}"
+
 Record = tuple[int, int, int]
 
 # Plain-int copies of the kinds for the hot loops (records hold these ints; Kind members compare equal).

@@ -27,14 +27,16 @@ from __future__ import annotations
 from . import reader as lim
 from .contract import CompileError, KernelError
 from .extensions import FrameSlot
-from .intrinsics import F32, I32
-from .lowering import BITS, LIMIT, UNSUPPORTED, Lowering
-from .records import CONSTANT, FRAME, HANDLE, INDEX, NUMBER, Record
+from .intrinsics import F32, F64, I32, I64
+from .lowering import BITS, LIMIT, PAIR, UNSUPPORTED, Lowering
+from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, Record
 
 MASK = {1: 0xFF, 2: 0xFFFF, 4: 0xFFFFFFFF}
 # A narrow load of a slot's bits ({} is the bits' text), by (width, signed).
 NARROW_LOAD = {(1, False): "({} & 255u)", (1, True): "bitcast<u32>(bitcast<i32>({} << 24u) >> 24u)",
                (2, False): "({} & 65535u)", (2, True): "bitcast<u32>(bitcast<i32>({} << 16u) >> 16u)"}
+SLOT_TYPE = {False: I32, True: I64}  # the Wasm type a slot's var holds its bits as, by "8 bytes wide"
+MOVED_IN_CONTROL_FLOW = "the stack pointer is moved inside control flow"
 NOT_RESTORED = "the stack pointer is not restored where the function returns"
 
 
@@ -67,11 +69,34 @@ def move_stack_pointer(st: Lowering, value: Record) -> None:
     if value[0] != FRAME:
         raise CompileError(UNSUPPORTED, "the stack pointer is set to a computed value")
     if not at_function_top(st):
-        raise CompileError(UNSUPPORTED, "the stack pointer is moved inside control flow")
+        release_to_return(st, value[2])
+        return
     if not -lim.MAX_FRAME_BYTES <= value[2] <= 0:
         raise CompileError(UNSUPPORTED if value[2] > 0 else LIMIT,
                            "the stack pointer moves above its entry value" if value[2] > 0 else "stack frame limit")
     st.ext.sp_offset = value[2]
+
+
+def release_to_return(st: Lowering, offset: int) -> None:
+    """global.set of the stack pointer inside control flow: only its restore to the function's
+    entry value on a path that then returns or traps (an early `return`, Zig's Debug epilogues,
+    the stack protector's check). The function's frame is released on that path only: its
+    accesses there are outside the frame, and the path may not reach a join (constructs.py
+    refuses a branch or fall-through while released); when it ends (Lowering.set_dead) the
+    stack pointer is the frame's again for the code after it."""
+    ext = st.ext
+    entry = ext.calls[-1].entry_sp if ext.calls else 0
+    if offset != entry or ext.sp_resume is not None:
+        raise CompileError(UNSUPPORTED, MOVED_IN_CONTROL_FLOW)
+    if offset != ext.sp_offset:
+        ext.sp_resume = ext.sp_offset
+        ext.sp_offset = offset
+
+
+def check_joinable(st: Lowering) -> None:
+    """A live path reaching a join or branching inside the function: its frame must be held."""
+    if st.ext.sp_resume is not None:
+        raise CompileError(UNSUPPORTED, MOVED_IN_CONTROL_FLOW)
 
 
 def check_restored(st: Lowering, entry: int) -> None:
@@ -101,18 +126,31 @@ def frame_load(st: Lowering, offset: int, width: int, wtype: int, signed: bool) 
     if slot.var >= 0:
         if not slot.surely and slot.flag >= 0:
             st.raise_error_if(f"{st.names[slot.flag]} == 0u", KernelError.INDEX_RANGE)
-        rec: Record = (NUMBER, I32, st.let(BITS, st.names[slot.var]))
+        stype = SLOT_TYPE[slot.width == 8]
+        rec: Record = (NUMBER, stype, st.let(BITS_FORM[stype], st.names[slot.var]))
     else:
         assert slot.record is not None
         rec = slot.record
+    if width == slot.width:
+        return retype(st, rec, wtype)
+    if slot.width == 8:
+        rec = low_word(st, rec)
     if width == 4:
         return retype(st, rec, wtype)
     return (NUMBER, I32, st.let(BITS, NARROW_LOAD[width, signed].format(st.bits(rec))))
 
 
+def low_word(st: Lowering, rec: Record) -> Record:
+    """The first four bytes of an 8-byte slot: its low word, as an i32."""
+    if rec[0] == CONSTANT:
+        return (CONSTANT, I32, rec[2] & 0xFFFFFFFF)
+    return (NUMBER, I32, st.let(BITS, f"{st.bits(rec)}.x"))
+
+
 def retype(st: Lowering, rec: Record, wtype: int) -> Record:
-    """A 4-byte slot read as `wtype`: the same bits (an i32 stored and loaded as f32 is reinterpreted)."""
-    if wtype == F32:
+    """A slot read as `wtype` of its width: the same bits (an i32 stored and loaded as f32, or an
+    i64 as f64, is reinterpreted)."""
+    if wtype == F32 or wtype == F64:
         st.is_float = True
     kind = rec[0]
     if rec[1] == wtype:
@@ -144,7 +182,7 @@ def frame_store(st: Lowering, offset: int, width: int, value: Record) -> None:
         slot.surely = True
         return
     if slot.var < 0:
-        slot.var = st.new_var()
+        slot.var = st.new_var(SLOT_TYPE[slot.width == 8])
         if not outer:
             slot.flag = st.new_var()
     merged = _merged(st, slot, width, value)
@@ -157,7 +195,7 @@ def frame_store(st: Lowering, offset: int, width: int, value: Record) -> None:
 
 def _to_var(st: Lowering, slot: FrameSlot) -> None:
     assert slot.record is not None
-    slot.var = st.new_var()
+    slot.var = st.new_var(SLOT_TYPE[slot.width == 8])
     st.emit(f"  {st.names[slot.var]} = {st.bits(slot.record)};\n")
     slot.record = None
 
@@ -169,7 +207,15 @@ def _merged(st: Lowering, slot: FrameSlot, width: int, value: Record) -> Record:
         return value
     if not slot.surely:
         raise CompileError(UNSUPPORTED, "a narrow store into a stack slot some path has not stored")
-    old = st.names[slot.var] if slot.var >= 0 else st.bits(slot.record) if slot.record is not None else "0u"
+    if slot.var >= 0:
+        old = st.names[slot.var]
+    else:
+        assert slot.record is not None
+        old = st.bits(slot.record)
+    if slot.width == 8:  # the low word changes, the high word stays
+        low = st.bits(value) if width == 4 else f"(({old}.x & 0x{~MASK[width] & 0xFFFFFFFF:08x}u) | " \
+                                                f"({st.bits(value)} & 0x{MASK[width]:08x}u))"
+        return (NUMBER, I64, st.let(PAIR, f"vec2<u32>({low}, {old}.y)"))
     mask = MASK[width]
     keep = MASK[slot.width] & ~mask
     return (NUMBER, I32, st.let(BITS, f"(({old} & 0x{keep:08x}u) | ({st.bits(value)} & 0x{mask:08x}u))"))
