@@ -97,8 +97,9 @@ _LIST = (
                 _inc_step),
     ModelKernel(3, "fcopy", _FCOPY, _wr(4, "F32", _rd(3, "F32")), _copy_step(3, 4, "F32"), gpu=False),
     ModelKernel(4, "fcopyok", _FCOPY, _wr(4, "F32", _rd(3, "F32")), _copy_step(3, 4, "F32"), relaxed_float=True),
+    # 64-bit buffers run on the GPU as two words per element (the reference keeps them on the CPU).
     ModelKernel(5, "wide", ((5, E.I64, A.READ), (6, E.I64, A.WRITE)), _wr(6, "I64", _rd(5, "I64")),
-                _copy_step(5, 6, "I64"), gpu=False),
+                _copy_step(5, 6, "I64")),
     ModelKernel(6, "gather", _COPY, _wr(1, "I32", _rd(0, "I32", _rd(0, "I32"))), _gather_step,
                 in_range=_gather_in_range),
     ModelKernel(7, "thresh", _COPY, _wr(1, "I32", _rd(0, "I32")), _copy_step(0, 1, "I32"), min_elements=5),

@@ -22,6 +22,12 @@ GPU_BUDGET = [["packed", 2, 2048], ["bind", 2, ["recent", 0]], ["dispatch", 2, 1
 STATUS_LIKE_A_HANDLE = [["create", 1, 0], ["free", ["live", 0]], ["dispatch", 1, 4], ["create", 2, 2048],
                         ["bind", 0, ["live", 0]], ["write", "I8", ["other"], 0, 30362871], ["create", 1, 0]]
 
+# An I64 copy kernel dispatched on the GPU host: it ran on the GPU (0) where the model still said 1,
+# from when 64-bit buffers stayed on the CPU as in the reference. The model's kernel is GPU-eligible now.
+WIDE_ON_THE_GPU = [["create", 1, 0], ["create", 1, 0], ["fill", 0, 0, "00000000"], ["packed", 9, 1],
+                   ["set32", ["recent", 0], 0, 0, 0, 1], ["bind", 5, ["recent", 0]], ["packed", 9, 1],
+                   ["set32", ["recent", 0], 0, 0, 0, 1], ["bind", 6, ["recent", 0]], ["dispatch", 5, 1]]
+
 
 def test_a_gpu_dispatch_over_the_byte_budget_is_skipped(fuzzer):
     skipped = fuzzer.skipped
@@ -41,3 +47,7 @@ def test_the_gpu_budget_answer_is_the_spec_one(gpu, status):
 
 def test_statuses_are_not_renumbered_as_handles(fuzzer):
     fuzzer.check(STATUS_LIKE_A_HANDLE)
+
+
+def test_a_64_bit_copy_runs_on_the_gpu_host(fuzzer):
+    fuzzer.check(WIDE_ON_THE_GPU)

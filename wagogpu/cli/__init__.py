@@ -66,8 +66,9 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int], list[Fl
                  switch("--relaxed-float", help="declare float consent (relaxed_float=True)"),
                  switch("--strict-float", help="exact integer-coded f32 arithmetic (strict_float=True)"),
                  (("--legacy",), {"metavar": "EXPORT", "help": "compile a legacy (f32) -> f32 export instead"}),
-                 switch("--explain", help="when the kernel stays on the CPU, list every blocker of it and of "
-                                          "the functions it calls")]),
+                 switch("--explain", help="when the kernel stays on the CPU, name the first blocker and every "
+                                          "instruction of it and of the functions it calls that never runs on "
+                                          "the GPU")]),
     "run": ("run a guest under a JSON config",
             "Instantiate MODULE under the Config in FILE.json, call one export and print the result, the device, "
             "the last operation and the last dispatch.", cmd_run,

@@ -86,7 +86,7 @@ def report_kernel(wasm: bytes, kernel: KernelConfig) -> None:
 
 
 def explain(wasm: bytes, kernel: KernelConfig) -> None:
-    """--explain: every blocker of the kernel and of the functions it calls, one per line."""
+    """--explain: the first blocker, then every never-GPU instruction of the kernel and its callees."""
     from ..compiler import CompileError, explain_kernel
 
     try:

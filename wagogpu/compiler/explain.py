@@ -40,7 +40,8 @@ class Blocker:
     reason: str
 
     def line(self) -> str:
-        where = f"function {self.function} at 0x{self.offset:x}" if self.offset >= 0 else "the kernel"
+        where = (f"function {self.function} at 0x{self.offset:x}" if self.offset >= 0
+                 else "the kernel or a function it calls")
         name = f" {self.opcode}" if self.opcode else ""
         return f"{self.kind.value}:{name} in {where}: {self.reason}"
 
