@@ -105,25 +105,25 @@ print(json.dumps({"import_wgpu_s": t_import, "request_adapter_s": t_adapter, "re
 """
 
 
-def plain_child() -> dict[str, Any]:
-    """One fresh interpreter opening a device with nothing but wgpu-py (request_adapter_sync picks
-    its own adapter: on a machine whose only adapter is software that is the one timed)."""
-    done = subprocess.run([sys.executable, "-c", _PLAIN_CHILD], capture_output=True, text=True, cwd=HERE, timeout=300)
+def fresh_interpreter(code: str, *argv: str, what: str) -> dict[str, Any]:
+    """Run `code` in a fresh interpreter and return the last JSON line it printed."""
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=HERE, timeout=300)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
-        raise RuntimeError(f"plain wgpu child failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+        raise RuntimeError(f"{what} child failed ({done.returncode}): {done.stderr.strip()[-400:]}")
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
 
+def plain_child() -> dict[str, Any]:
+    """One fresh interpreter opening a device with nothing but wgpu-py (request_adapter_sync picks
+    its own adapter: on a machine whose only adapter is software that is the one timed)."""
+    return fresh_interpreter(_PLAIN_CHILD, what="plain wgpu")
+
+
 def child(args: argparse.Namespace) -> dict[str, Any]:
     opts = json.dumps({"software": args.allow_software_adapter, "pipelined": args.pipelined})
-    done = subprocess.run([sys.executable, "-c", _CHILD, HERE, opts], capture_output=True, text=True, cwd=HERE,
-                          timeout=300)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        raise RuntimeError(f"start-up child failed ({done.returncode}): {done.stderr.strip()[-400:]}")
-    result: dict[str, Any] = json.loads(lines[-1])
+    result = fresh_interpreter(_CHILD, HERE, opts, what="start-up")
     if "error" in result or not result["checked"]:
         raise RuntimeError(f"start-up child: {result.get('error', 'wrong values')}")
     return result
@@ -140,31 +140,27 @@ def main(argv: list[str] | None = None) -> int:
     runs = [child(args) for _ in range(args.runs)]
     plain = [plain_child() for _ in range(args.runs)]
     out = open(args.out, "a") if args.out else None
+
+    def publish(record: dict[str, Any]) -> None:
+        emit(record)
+        if out:
+            emit(record, out)
+
     try:
         for i, run in enumerate(runs):
-            record = {"bench": "startup", "run": i, "pipelined": args.pipelined, **run, **env}
-            emit(record)
-            if out:
-                emit(record, out)
+            publish({"bench": "startup", "run": i, "pipelined": args.pipelined, **run, **env})
         keys = [k for k, v in runs[0].items() if isinstance(v, float)]
         summary = {"bench": "startup_median", "runs": len(runs), "pipelined": args.pipelined,
                    "adapter": runs[0]["adapter"], **{k: statistics.median(r[k] for r in runs) for k in keys}, **env}
-        emit(summary)
-        if out:
-            emit(summary, out)
+        publish(summary)
         for i, run in enumerate(plain):
-            record = {"bench": "startup_plain_wgpu", "run": i, **run, **env}
-            emit(record)
-            if out:
-                emit(record, out)
+            publish({"bench": "startup_plain_wgpu", "run": i, **run, **env})
         floor = {"bench": "startup_floor", "runs": len(runs), "pipelined": args.pipelined,
                  "first_host_s": summary["first_host_s"], "adapter": runs[0]["adapter"],
                  **{k: statistics.median(r[k] for r in plain) for k in plain[0] if k.endswith("_s")},
                  "plain_adapter": plain[0]["adapter"], **env}
         floor["first_host_over_plain_open"] = floor["first_host_s"] / floor["plain_open_s"]
-        emit(floor)
-        if out:
-            emit(floor, out)
+        publish(floor)
     finally:
         if out:
             out.close()

@@ -240,10 +240,10 @@ class Lowering:
     def _node_emitter(self) -> Callable[[int], None]:
         """The recursive emitter of deferred nodes, a closure over the workspace (a hot path).
         Recursion depth is at most MAX_DEPTH: the depth rule emits deeper chains early."""
-        depth, nodes, ftext, const_text, code = self.depth, self.nodes, self.ftext, self.const_text, self.code
-        const_operand = self.const_operand
         if self.opaque:
             return self._opaque_node_emitter()
+        depth, nodes, ftext, const_text, code = self.depth, self.nodes, self.ftext, self.const_text, self.code
+        const_operand = self.const_operand
 
         def emit_node(n: int) -> None:
             op, left, right = nodes[n]

@@ -294,16 +294,7 @@ class PendingBatches:
             raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {failed.message}", True)
         if wait_fails:
             raise DeviceFailure(FailureStage.WAIT, "injected failure while waiting for pending dispatches", True)
-        if core.hit(FailureStage.LOST):
-            raise core.lose("injected: the device reports loss")
-        if core.flags.lost:
-            raise DeviceFailure(FailureStage.LOST, core.flags.lost_reason or "the device was lost", True)
-        if core.hit(FailureStage.AFTER_COMPLETION):
-            raise DeviceFailure(FailureStage.AFTER_COMPLETION, "injected validation error reported after completion",
-                                True)
-        err = core.take_error()
-        if err is not None:
-            raise DeviceFailure(FailureStage.AFTER_COMPLETION, err, True)
+        core.check_after_completion()
 
     def _failed(self) -> None:
         """A pending batch failed (lock held): what the batches touched has an unknown state."""

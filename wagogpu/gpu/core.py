@@ -85,6 +85,20 @@ class DeviceCore:
         del errors[:]
         return msg
 
+    def check_after_completion(self) -> None:
+        """After the device reported the work done: a loss or an error wgpu reported since means
+        the work's results cannot be trusted (the injected stages first, for the fault tests)."""
+        if self.hit(FailureStage.LOST):
+            raise self.lose("injected: the device reports loss")
+        if self.flags.lost:
+            raise DeviceFailure(FailureStage.LOST, self.flags.lost_reason or "the device was lost", True)
+        if self.hit(FailureStage.AFTER_COMPLETION):
+            raise DeviceFailure(FailureStage.AFTER_COMPLETION, "injected validation error reported after completion",
+                                True)
+        err = self.take_error()
+        if err is not None:
+            raise DeviceFailure(FailureStage.AFTER_COMPLETION, err, True)
+
     def lose(self, message: str) -> DeviceFailure:
         """Mark the device lost (an injected loss) and return the failure to raise."""
         self.flags.lost = True

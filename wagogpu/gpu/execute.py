@@ -89,7 +89,7 @@ class Executor:
                 raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {cells[0].message}", True)
             t3 = _perf()
             if core.faults is not None or core.flags.lost or core.flags.errors:
-                self._after_completion()
+                self._core.check_after_completion()
             device_s = self._timestamps() if ts else None
         except DeviceFailure:
             with core.lock:
@@ -263,7 +263,7 @@ class Executor:
                 if cells[0].status != CELL_OK:
                     raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {cells[0].message}", True)
                 took[name] = _perf() - s0
-            self._after_completion()
+            self._core.check_after_completion()
             device_s = self._timestamps() if ts else None
         except DeviceFailure as exc:
             if submitted or exc.submitted:
@@ -331,19 +331,6 @@ class Executor:
         if core.hit(FailureStage.WAIT):
             core.wait(deadline, cells, "the dispatch")
             raise DeviceFailure(FailureStage.WAIT, "injected failure while waiting for the dispatch", True)
-
-    def _after_completion(self) -> None:
-        core = self._core
-        if core.hit(FailureStage.LOST):
-            raise core.lose("injected: the device reports loss")
-        if core.flags.lost:
-            raise DeviceFailure(FailureStage.LOST, core.flags.lost_reason or "the device was lost", True)
-        if core.hit(FailureStage.AFTER_COMPLETION):
-            raise DeviceFailure(FailureStage.AFTER_COMPLETION, "injected validation error reported after completion",
-                                True)
-        err = core.take_error()
-        if err is not None:
-            raise DeviceFailure(FailureStage.AFTER_COMPLETION, err, True)
 
     def _timestamps(self) -> float | None:
         core = self._core

@@ -7,74 +7,53 @@ nothing but the wago_gpu_v1 (and legacy wago_gpu) imports. A pool defines no hos
 the only other imports a module can link against are WASI's, which write to the actor's stdout
 and stderr: a job whose module imports anything else is never retried.
 
-The reader walks the import section only and answers None for anything it does not understand
+The compiler's bounded reader walks the import section only and answers None for anything it does not understand
 (a newer encoding, a truncated binary), which counts as "not retry-safe".
 """
 from __future__ import annotations
 
 import wasmtime
 
+from ..compiler.reader import Reader, ReaderError
+
 ISOLATED_IMPORT_MODULES = frozenset({"wago_gpu_v1", "wago_gpu"})
 _IMPORT_SECTION = 2
 _REF_PREFIXES = (0x63, 0x64)  # (ref null ht) / (ref ht): a heap type follows
 
 
-class _Reader:
-    def __init__(self, data: bytes, pos: int = 0, end: int | None = None):
-        self.data, self.pos, self.end = data, pos, len(data) if end is None else end
-
-    def byte(self) -> int:
-        if self.pos >= self.end:
-            raise ValueError("truncated")
-        self.pos += 1
-        return self.data[self.pos - 1]
-
-    def leb(self) -> int:
-        value = shift = 0
-        while True:
-            b = self.byte()
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return value
-            if shift > 70:
-                raise ValueError("LEB128 too long")
-
-    def name(self) -> str:
-        size = self.leb()
-        if self.pos + size > self.end:
-            raise ValueError("truncated name")
-        self.pos += size
-        return self.data[self.pos - size:self.pos].decode("utf-8")
-
-    def value_type(self) -> None:
-        if self.byte() in _REF_PREFIXES:
-            self.leb()  # heap type: an abbreviation or a type index (s33; its length is all we need)
-
-    def limits(self) -> None:
-        flags = self.byte()
-        self.leb()
-        if flags & 0x01:
-            self.leb()  # maximum
-        if flags & 0x08:
-            self.leb()  # custom page size (log2)
+def _name(r: Reader) -> str:
+    return r.take(r.u32()).decode("utf-8")
 
 
-def _skip_descriptor(r: _Reader) -> None:
+def _value_type(r: Reader) -> None:
+    if r.byte() in _REF_PREFIXES:
+        r.leb(33, True)  # heap type: an abbreviation or a type index (s33)
+
+
+def _limits(r: Reader) -> None:
+    flags = r.byte()
+    r.leb(64, False)  # minimum (64-bit for memory64)
+    if flags & 0x01:
+        r.leb(64, False)  # maximum
+    if flags & 0x08:
+        r.u32()  # custom page size (log2)
+
+
+def _skip_descriptor(r: Reader) -> None:
     kind = r.byte()
     if kind == 0x00:  # function: type index
-        r.leb()
+        r.u32()
     elif kind == 0x01:  # table: reference type, limits
-        r.value_type()
-        r.limits()
+        _value_type(r)
+        _limits(r)
     elif kind == 0x02:  # memory: limits
-        r.limits()
+        _limits(r)
     elif kind == 0x03:  # global: value type, mutability
-        r.value_type()
+        _value_type(r)
         r.byte()
     elif kind == 0x04:  # tag: attribute, type index
         r.byte()
-        r.leb()
+        r.u32()
     else:
         raise ValueError(f"unknown import kind {kind:#x}")
 
@@ -83,24 +62,24 @@ def import_modules(wasm: bytes) -> frozenset[str] | None:
     """The module names a core Wasm binary imports from; None if it cannot be read."""
     if wasm[:8] != b"\0asm\x01\0\0\0":
         return None
-    r = _Reader(wasm, 8)
+    r = Reader(wasm, 8)
     try:
         while r.pos < r.end:
-            section, size = r.byte(), r.leb()
+            section, size = r.byte(), r.u32()
             start = r.pos
             if start + size > r.end:
                 return None  # a section runs past the end: the binary is cut short
             if section == _IMPORT_SECTION:
-                body = _Reader(wasm, start, start + size)
+                body = Reader(wasm, start, start + size)
                 modules = set()
-                for _ in range(body.leb()):
-                    modules.add(body.name())
-                    body.name()
+                for _ in range(body.u32()):
+                    modules.add(_name(body))
+                    _name(body)
                     _skip_descriptor(body)
                 return frozenset(modules)
             r.pos = start + size
         return frozenset()
-    except (ValueError, UnicodeDecodeError):
+    except (ReaderError, ValueError, UnicodeDecodeError):
         return None
 
 
