@@ -1,7 +1,7 @@
 """Lowering of one kernel body to WGSL statements: one forward pass, one opcode table.
 
 The workspace (lowering.Lowering) moves immutable value records (records.py) through an operand
-stack and the locals; opcodes.OPCODES maps each instruction to its handler. Two drivers run the
+stack and the locals; opcodes.LOWERING maps each instruction to its handler. Two drivers run the
 same handlers over the same workspace:
 
 * run_checked tests every workspace limit (compiler.md §1.3.5 step 6) at the head of every

@@ -90,7 +90,7 @@ class Lowering:
                  strict: bool = False, opaque: bool = False):
         self.module = module
         self.r = Reader(module.source, start, end)
-        self.scan_kinds = scan_kinds  # prescan.Imm per opcode (None: outside the subset)
+        self.scan_kinds = scan_kinds  # optable.Imm per opcode (Imm.OUTSIDE: outside the GPU subset)
         self.stack: list[Record] = []
         self.locals: list[Record] = [(INDEX, I32, 0)]
         self.local_types: list[int] = [I32]
