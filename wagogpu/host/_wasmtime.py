@@ -27,7 +27,7 @@ from typing import Any, Callable
 import wasmtime
 
 from .public_path import (INT_RANGES, GuestCaller, GuestMemory, PublicCall, argument_error, find_memory,
-                          public_host_func, public_memory_span)
+                          public_host_func, public_memory_span, relay, take_relayed)
 
 TESTED_MAJOR = 50
 PUBLIC_ENV = "WAGOGPU_PUBLIC_WASMTIME"
@@ -164,14 +164,20 @@ class FastCall:
 
     def _raise(self, error: Raw) -> None:
         """A trap or error, raised the way wasmtime-py's Func.__call__ raises it (a Python exception
-        raised inside an import comes back as itself)."""
+        raised inside an import comes back as itself: this thread's, relayed per thread)."""
         trap = self._trap[0]
+        own = take_relayed()
+        if own is not None and _wfunc.LAST_EXCEPTION is own:
+            _wfunc.LAST_EXCEPTION = None  # a public-path host function also left it in wasmtime-py's global
         if trap:
             self._trap[0] = _NULL  # reset for the next call
             trap_obj = wasmtime.Trap._from_ptr(_as_ctypes(trap, _wffi.wasm_trap_t))
-            _wfunc.maybe_raise_last_exn()
+            if own is not None:
+                raise own
             raise trap_obj
-        _wfunc.maybe_raise_last_exn()
+        if own is not None:
+            wasmtime.WasmtimeError._from_ptr(_as_ctypes(error, _wffi.wasmtime_error_t))  # freed with it
+            raise own
         raise wasmtime.WasmtimeError._from_ptr(_as_ctypes(error, _wffi.wasmtime_error_t))
 
 
@@ -250,8 +256,8 @@ def _trampoline(env: Raw, caller_ptr: Raw, slots: Raw, n: int) -> Raw:
         if fmt is not None:
             fmt.pack_into(_buffer(slots, fmt.size), 0, *((out,) if f.single else out))
         return _NULL
-    except BaseException as exc:  # noqa: BLE001 - handed to wasmtime-py's exception relay
-        _wfunc.LAST_EXCEPTION = exc
+    except BaseException as exc:  # noqa: BLE001 - relayed to the call that ran it (this thread's)
+        relay(exc)
         return _ffi.cast("void *", _address(wasmtime.Trap("python exception")._consume()))
     finally:
         if caller is not None:

@@ -29,6 +29,7 @@ import wasmtime
 from ..abi.accessor import HOOK_MODULE
 from ..abi.table import ABI_MODULE, LEGACY_MODULE
 from ._wasmtime import host_func
+from .public_path import relaying
 
 #: Modules that belong to the plugin: no host function may be defined under them.
 RESERVED_MODULES = frozenset({ABI_MODULE, LEGACY_MODULE, HOOK_MODULE})
@@ -47,9 +48,10 @@ class HostFunction:
 
     def make(self, store: wasmtime.Store) -> wasmtime.Func:
         """The function in one instance's store. With a Caller, wasmtime-py's own Func (the caller
-        is a real wasmtime.Caller); without one, the host's fast crossing (same meaning)."""
+        is a real wasmtime.Caller); without one, the host's fast crossing (same meaning). Either
+        way what it raises comes out of the call on its own thread (relayed per thread)."""
         if self.access_caller:
-            return wasmtime.Func(store, self.type, self.func, access_caller=True)
+            return wasmtime.Func(store, self.type, relaying(self.func), access_caller=True)
         return host_func(store, self.type, self.func)
 
 
