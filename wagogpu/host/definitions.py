@@ -28,8 +28,8 @@ import wasmtime
 
 from ..abi.accessor import HOOK_MODULE
 from ..abi.table import ABI_MODULE, LEGACY_MODULE
-from ._wasmtime import host_func
-from .public_path import relaying
+from ._wasmtime import host_func, value_kinds
+from .public_path import refuse_unpassable, relaying
 
 #: Modules that belong to the plugin: no host function may be defined under them.
 RESERVED_MODULES = frozenset({ABI_MODULE, LEGACY_MODULE, HOOK_MODULE})
@@ -80,6 +80,7 @@ class HostDefinitions:
                 raise TypeError(f"define_func: {what} must be a str, got {type(value).__name__}")
         if not isinstance(ty, wasmtime.FuncType):
             raise TypeError(f"define_func: ty must be a wasmtime.FuncType, got {type(ty).__name__}")
+        refuse_unpassable(f"define_func: {module}::{name}", value_kinds(ty.params), value_kinds(ty.results))
         if not callable(func):
             raise TypeError(f"define_func: func must be callable, got {type(func).__name__}")
         if not isinstance(access_caller, bool):

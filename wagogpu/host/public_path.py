@@ -100,6 +100,20 @@ def check_arguments(name: str, kinds: Sequence[str], args: Sequence[Any]) -> Non
                 raise argument_error(name, kinds, args)
 
 
+#: Value kinds Python cannot hand to or take from a call: wasmtime-py has no v128 values, and its
+#: runtime aborts the whole process on one (a panic, not an exception).
+NO_PYTHON_VALUE = frozenset({"v128"})
+
+
+def refuse_unpassable(what: str, params: Sequence[str], results: Sequence[str]) -> None:
+    """TypeError (one line) when a signature has a value Python cannot pass or receive."""
+    for side, kinds in (("parameter", params), ("result", results)):
+        for i, kind in enumerate(kinds):
+            if kind in NO_PYTHON_VALUE:
+                raise TypeError(f"{what}: {kind} {side} {i + 1} cannot cross to Python (wasmtime-py has no "
+                                f"{kind} values); call it from Wasm, or export a wrapper with scalar values")
+
+
 class PublicCall:
     """Calls one exported function with wasmtime-py's Func.__call__."""
 
@@ -109,7 +123,7 @@ class PublicCall:
         self._func = func
         self._store = store
         self._name = name
-        self._kinds = [str(t) for t in func.type(store).params]
+        self._kinds = [str(t) for t in func.type(store).params]  # export_call refused v128 first
         self._n = len(self._kinds)
 
     def __call__(self, *args: Any) -> Any:
