@@ -195,9 +195,7 @@ def run_fast(st: Lowering) -> bool:
             if pos >= end or kinds[data[pos]] != k_node:
                 push(right)
                 continue
-            opcode = data[pos]
-            pos += 1
-            kind = k_node
+            opcode, pos, kind = data[pos], pos + 1, k_node
         if kind == k_node:  # Lowering.new_node, inline: a node over the top of the stack and `right`
             op = ops[opcode]
             if stack and right[1] == op.params[1] and stack[-1][1] == op.params[0]:

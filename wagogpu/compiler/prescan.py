@@ -14,8 +14,8 @@ from .optable import MEMORY_INDEX_FLAG, OP_END, Imm
 from .reader import Reader, ReaderError
 
 # Plain-int copies for the scan loop (enum attribute lookups are slow in CPython 3.11).
-NONE, BLOCK, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, U32X2, I32, F32, SELECT, MEMARG, RETURN, I64, F64 = (
-    int(k) for k in (Imm.NONE, Imm.BLOCK, Imm.LABEL, Imm.LABEL_TABLE, Imm.LOCAL, Imm.LOCAL_SET, Imm.U32, Imm.U32X2,
+NONE, BLOCK, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT, MEMARG, RETURN, I64, F64 = (
+    int(k) for k in (Imm.NONE, Imm.BLOCK, Imm.LABEL, Imm.LABEL_TABLE, Imm.LOCAL, Imm.LOCAL_SET, Imm.U32,
                      Imm.I32, Imm.F32, Imm.SELECT, Imm.MEMARG, Imm.RETURN, Imm.I64, Imm.F64))
 
 
@@ -53,9 +53,6 @@ def prescan(data: bytes, pos: int, end: int, kinds: bytes,
             elif kind == LOCAL_SET:
                 written.add(r.u32())
             elif kind == LOCAL or kind == U32:
-                r.u32()
-            elif kind == U32X2:
-                r.u32()
                 r.u32()
             elif kind == I32:
                 r.leb(32, True)
