@@ -28,7 +28,8 @@ ROOT=$(cd "$EXAMPLES/.." && pwd)
 # Fixed flags: Wasm MVP instruction set (no bulk-memory/sign-ext/multivalue surprises for other
 # runtimes), small and stripped, 64 KiB shadow stack, no entry point, only the listed exports.
 ZIG_FLAGS=(-target wasm32-freestanding -mcpu=mvp -O ReleaseSmall -fno-entry -fstrip -fsingle-threaded --stack 65536)
-CC_FLAGS=(-target wasm32-freestanding -mcpu=mvp -O2 -nostdlib -s -Wl,--no-entry -Wl,-z,stack-size=65536)
+CC_FLAGS=(-target wasm32-freestanding -mcpu=mvp -O2 -nostdlib -s -Wl,--no-entry -Wl,-z,stack-size=65536
+  -I "$ROOT/include")  # include/wago_gpu_v1.h: the generated imports (tools/gen_guest_headers.py)
 ASC_FLAGS=(-O3 --runtime stub --noAssert --transform ./as/dotted-exports.mjs)
 
 DOUBLE_EXPORTS=(run wago_gpu.kernel.double wago_gpu.cpu.double)

@@ -35,6 +35,8 @@ AS_DIR = SRC / "as"
 
 # Flags common to every level of a language (the level's own flags are in cells.py).
 C_FLAGS = ("-target", "wasm32-wasi", "-mexec-model=reactor", "-s")  # reactor: no _start, no WASI imports
+# include/wago_gpu_v1.h, the generated imports (tools/gen_guest_headers.py)
+C_FLAGS += ("-I", str(HERE.parent.parent / "include"))
 C_SOURCES = ("kernels.c", "driver.c")
 ZIG_FLAGS = ("-target", "wasm32-freestanding", "-fno-entry", "-rdynamic", "-fstrip")
 AS_FLAGS = ("--transform", "./exports.mjs", "--use", "abort=")  # abort= : failed checks trap, no env.abort import
