@@ -59,6 +59,16 @@ go_root() {
 
 exports() { local e; for e in "$@"; do printf -- '--export=%s\n' "$e"; done; }
 
+# A Zig guest: its root file, with the generated include/wago_gpu_v1.zig as the module
+# `wago_gpu_v1` (tools/gen_guest_headers.py); the flags apply to both modules.
+zig_guest() { # root.zig output.wasm exports...
+  local root=$1 out=$2
+  shift 2
+  # shellcheck disable=SC2046
+  zig build-exe "${ZIG_FLAGS[@]}" $(exports "$@") --dep wago_gpu_v1 -Mroot="$root" \
+    "${ZIG_FLAGS[@]}" -Mwago_gpu_v1="$ROOT/include/wago_gpu_v1.zig" -femit-bin="$out"
+}
+
 skip_as() { [[ "${GUESTS_SKIP_AS:-0}" == 1 ]]; }
 
 # Installs the locked AssemblyScript compiler into $1/node_modules and prints the asc path.
@@ -88,14 +98,11 @@ build_into() { # outdir (gets guests/ and saxpy/)
   ensure_pip_package ziglang "$ZIG_VERSION" "$PYTHON" -m ziglang version
   # Relative source paths: nothing path-dependent reaches the output.
   cd "$HERE"
-  # shellcheck disable=SC2046
-  zig build-exe double.zig "${ZIG_FLAGS[@]}" $(exports "${DOUBLE_EXPORTS[@]}") -femit-bin="$out/guests/double.wasm"
-  # shellcheck disable=SC2046
-  zig build-exe mandelbrot.zig "${ZIG_FLAGS[@]}" $(exports "${MANDEL_EXPORTS[@]}") -femit-bin="$out/guests/mandelbrot.wasm"
+  zig_guest double.zig "$out/guests/double.wasm" "${DOUBLE_EXPORTS[@]}"
+  zig_guest mandelbrot.zig "$out/guests/mandelbrot.wasm" "${MANDEL_EXPORTS[@]}"
   zig cc "${CC_FLAGS[@]}" -o "$out/guests/double_c.wasm" double.c
   cd "$EXAMPLES/saxpy"
-  # shellcheck disable=SC2046
-  zig build-exe saxpy.zig "${ZIG_FLAGS[@]}" $(exports "${SAXPY_EXPORTS[@]}") -femit-bin="$out/saxpy/saxpy_zig.wasm"
+  zig_guest saxpy.zig "$out/saxpy/saxpy_zig.wasm" "${SAXPY_EXPORTS[@]}"
   zig cc "${CC_FLAGS[@]}" -o "$out/saxpy/saxpy_c.wasm" saxpy.c
   if skip_as; then
     echo "skipping the AssemblyScript guest (GUESTS_SKIP_AS=1)"
