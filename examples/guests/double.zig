@@ -16,9 +16,8 @@
 //! ran, the ABI status (2..12) of the first failing import, or 99 when the
 //! copied-back output is not [2,4,6,8].
 //!
-//! Build (see build.sh, which pins the toolchain):
-//!   python -m ziglang build-exe double.zig -target wasm32-freestanding \
-//!     -O ReleaseSmall -fno-entry -rdynamic -fstrip -femit-bin=double.wasm
+//! Build: build.sh (it pins the toolchain and passes the generated include/wago_gpu_v1.zig as the
+//! module wago_gpu_v1; the exact command is in README.md).
 
 // ---- wago_gpu_v1 imports: the generated include/wago_gpu_v1.zig (tools/gen_guest_headers.py) ----
 const abi = @import("wago_gpu_v1");

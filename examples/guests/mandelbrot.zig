@@ -45,10 +45,8 @@
 //!                 BindingConfig(1, ElementType.U32, Access.WRITE)],
 //!       relaxed_float=True)
 //!
-//! Build (see build.sh, which pins the toolchain):
-//!   python -m ziglang build-exe mandelbrot.zig -target wasm32-freestanding \
-//!     -O ReleaseSmall -fno-entry -fstrip --stack 65536 --export=... \
-//!     -femit-bin=mandelbrot.wasm
+//! Build: build.sh (it pins the toolchain and passes the generated include/wago_gpu_v1.zig as the
+//! module wago_gpu_v1; the exact command is in README.md).
 
 // ---- wago_gpu_v1 imports: the generated include/wago_gpu_v1.zig (tools/gen_guest_headers.py) ----
 const abi = @import("wago_gpu_v1");

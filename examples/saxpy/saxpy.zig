@@ -1,9 +1,11 @@
 //! SAXPY guest (Zig): y := A*x + y over n f32 elements, A = 2.5; the same exports and return
 //! codes as saxpy.wat (see there). Built by examples/guests/build.sh with the pinned Zig:
 //!
-//!   python3 -m ziglang build-exe saxpy.zig -target wasm32-freestanding -mcpu=mvp -O ReleaseSmall \
-//!     -fno-entry -fstrip -fsingle-threaded --stack 65536 --export=run --export=result_ptr \
-//!     --export=wago_gpu.kernel.saxpy --export=wago_gpu.cpu.saxpy -femit-bin=saxpy_zig.wasm
+//!   FLAGS="-target wasm32-freestanding -mcpu=mvp -O ReleaseSmall -fno-entry -fstrip -fsingle-threaded --stack 65536"
+//!   python3 -m ziglang build-exe $FLAGS --export=run --export=result_ptr \
+//!     --export=wago_gpu.kernel.saxpy --export=wago_gpu.cpu.saxpy \
+//!     --dep wago_gpu_v1 -Mroot=saxpy.zig $FLAGS -Mwago_gpu_v1=../../include/wago_gpu_v1.zig \
+//!     -femit-bin=saxpy_zig.wasm
 
 // Zig cannot declare an import with two results either: buffers come from createBufferPacked.
 const abi = @import("wago_gpu_v1"); // the generated include/wago_gpu_v1.zig (tools/gen_guest_headers.py)
