@@ -164,7 +164,7 @@ def as_header(table: dict[str, Any]) -> str:
 GO_TYPES = {"i32": "int32", "i64": "int64", "f32": "float32", "f64": "float64"}
 GO_UNSIGNED = {"i32": "uint32", "i64": "uint64"}
 # Go needs the declarations inside the guest's own package: one generated copy per Go guest.
-GO_PACKAGES = (ROOT / "tests" / "corpus" / "src" / "go",)
+GO_PACKAGES = (ROOT / "tests" / "corpus" / "src" / "go", ROOT / "examples" / "tinygo")
 
 
 def _go_import(imp: dict[str, Any]) -> str | None:

@@ -129,7 +129,7 @@ go_check() {
   go="$(go_root)/bin/go"
   local work
   work=$(mktemp -d)
-  cp "$ROOT/examples/tinygo/guest.go" "$work/"
+  cp "$ROOT/examples/tinygo/guest.go" "$ROOT/examples/tinygo/wago_gpu_v1.go" "$work/"
   (
     cd "$work"
     export GOOS=wasip1 GOARCH=wasm GOTOOLCHAIN=local GOFLAGS= GO111MODULE=on GOCACHE="$work/cache"
@@ -138,8 +138,8 @@ go_check() {
       echo "examples/tinygo/guest.go is not gofmt-formatted" >&2
       exit 1
     fi
-    "$go" vet guest.go
-    "$go" build -trimpath -ldflags="-s -w -buildid=" -buildmode=c-shared -o guest_go.wasm guest.go
+    "$go" vet guest.go wago_gpu_v1.go
+    "$go" build -trimpath -ldflags="-s -w -buildid=" -buildmode=c-shared -o guest_go.wasm guest.go wago_gpu_v1.go
   )
   echo "examples/tinygo/guest.go: gofmt, vet and standard-Go build OK"
   rm -rf "$work"

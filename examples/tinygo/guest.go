@@ -16,7 +16,7 @@
 //
 //	tinygo build -target=wasm-unknown -scheduler=none -panic=trap \
 //	  -gc=leaking -opt=2 -no-debug -o examples/tinygo/guest.wasm \
-//	  examples/tinygo/guest.go
+//	  examples/tinygo/guest.go examples/tinygo/wago_gpu_v1.go
 //
 // A host calls the module's _initialize export (when present) before run.
 // Host configuration (Python):
@@ -33,32 +33,8 @@ package main
 
 import "unsafe"
 
-//go:wasmimport wago_gpu_v1 createBufferPacked
-func createBufferPacked(elementType, count int32) int64
-
-//go:wasmimport wago_gpu_v1 freeBuffer
-func freeBuffer(handle int32) int32
-
-//go:wasmimport wago_gpu_v1 bindBuffer
-func bindBuffer(slot, handle int32) int32
-
-//go:wasmimport wago_gpu_v1 getBuffer
-func getBuffer(slot int32) int32
-
-//go:wasmimport wago_gpu_v1 dispatch
-func dispatch(kernelID, count int32) int32
-
-//go:wasmimport wago_gpu_v1 setBuffer32
-func setBuffer32(handle, bufferOffset, memoryIndex, guestByteOffset, count int32) int32
-
-//go:wasmimport wago_gpu_v1 copyBuffer32
-func copyBuffer32(handle, bufferOffset, memoryIndex, guestByteOffset, count int32) int32
-
-//go:wasmimport wago_gpu_v1 readBufferF32
-func readBufferF32(handle, index int32) float32
-
-//go:wasmimport wago_gpu_v1 writeBufferF32
-func writeBufferF32(handle, index int32, value float32)
+// The wago_gpu_v1 imports (createBufferPacked, getBuffer, readBufferF32, ...) are declared in
+// wago_gpu_v1.go, generated from the ABI table by tools/gen_guest_headers.py.
 
 const (
 	typeF32           int32 = 8
