@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
 
-from examples.ray_pool.tiles import COUNTS_OFFSET, GUEST, TILE_KERNEL, Tile, cut, paste, render_plain, tile_job
-from wagogpu import Config, Host, Status
+ray = pytest.importorskip("ray", exc_type=ImportError)
+
+from examples.ray_pool.tiles import COUNTS_OFFSET, GUEST, TILE_KERNEL, Tile, cut, paste, render_plain, tile_job  # noqa: E402
+from wagogpu import Config, Host, Status  # noqa: E402
 from wagogpu.ray import ActorSlot, FailureKind, HostPool, JobError, wasm_trap_handlers
 from wagogpu.ray.actor import JobRunner
 from wagogpu.ray.jobs import WireJob

@@ -105,10 +105,14 @@ def device_line(host: Host) -> str:
 
 def after_trap(host: Host, what: str, exc: BaseException) -> Failure:
     """The trap, with the last import that answered an error status (the cause, usually)."""
-    failed = host.buffer_snapshot().last_failure
+    snap = host.buffer_snapshot()
+    failed, last = snap.last_failure, snap.last_dispatch
     text = f"trap in {what}: {trap_text(exc)}"
     if failed.import_name:
         text += f"; the last import that failed: {describe(failed, timing=False)}"
+    if last.outcome == "CPU_FALLBACK_READY" and last.sequence > failed.sequence:
+        text += (f"; the last dispatch (kernel {last.kernel_id} count {last.count}) fell back from the GPU to the "
+                 f"guest's CPU runner, {last.reason_code}: {last.reason or 'no reason recorded'}")
     return Failure(text)
 
 

@@ -134,7 +134,7 @@ class Instance:
             return
         self._exports = GuestExports(linker, self._store, guest, self.module.compiled)
         store = self._store
-        self._scope.own_memory = lambda name: own_memory(self.exports.get(name), store)
+        self._scope.own_memory = lambda name: own_memory(self._host_export(name), store)
         self._scope.guest_memory = self._guest_memory_span
 
     @property
@@ -144,9 +144,18 @@ class Instance:
 
     @property
     def exports(self) -> Mapping[str, Extern]:
-        """The guest's exports (wasmtime-py's view, each read on first use), including the host's
-        memory exports; empty once the instance is closed."""
+        """The guest's exports (wasmtime-py's view, each read on first use), without the memory
+        exports the host adds for itself; empty once the instance is closed."""
         return self._exports if self._exports is not None and not self.closed else _NO_EXPORTS
+
+    def _host_export(self, name: str) -> Extern | None:
+        """An export by name, the host's memory exports included (None: none, or the instance closed)."""
+        if self._exports is None or self.closed:
+            return None
+        try:
+            return self._exports.lookup(name)
+        except KeyError:
+            return None
 
     def call(self, name: str, *args: Any) -> Any:
         """Call an exported function: None, one scalar, or a list of results. Integer arguments
@@ -186,7 +195,7 @@ class Instance:
 
     def _memory(self, index: int) -> wasmtime.Memory | wasmtime.SharedMemory:
         self._check_open()
-        mem = self.exports.get(memory_export_name(index)) if 0 <= index < self.module.memory_count else None
+        mem = self._host_export(memory_export_name(index)) if 0 <= index < self.module.memory_count else None
         if not isinstance(mem, (wasmtime.Memory, wasmtime.SharedMemory)):
             raise IndexError(f"module has no memory {index}")
         return mem
