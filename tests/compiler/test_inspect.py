@@ -33,7 +33,8 @@ def test_classification_of_each_kernel():
     assert p[1].is_float and p[1].used_slots == (0, 1) and p[1].translate_seconds > 0
     assert p[2].cls is KernelClass.ELIGIBLE and p[2].is_float and not p[2].error_word and p[2].loop_budget == 0
     assert (p[7].cls, p[7].error_kind, p[7].reason) == (KernelClass.REJECTED, UNSUPPORTED, "unsupported opcode 0xd1")
-    assert (p[3].cls, p[3].reason) == (KernelClass.INVALID, "intrinsic violates slot access")
+    assert (p[3].cls, p[3].reason) == (KernelClass.INVALID, "intrinsic violates slot access: writeBufferF32 writes "
+                                                            "slot 0, declared READ")
     assert (p[4].cls, p[4].reason) == (KernelClass.INVALID, "wago_gpu.kernel.absent must be a defined (i32) -> () export")
     assert p[5].cls is KernelClass.INVALID
     assert (p[6].cls, p[6].error_kind) == (KernelClass.REJECTED, UNSUPPORTED)
