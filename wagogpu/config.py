@@ -35,6 +35,8 @@ LIMITS: dict[str, tuple[int, int]] = {
     "max_elements": (10_000_000, 10_000_000),
 }
 DEFAULT_RUN_TIMEOUT = 5.0
+#: The longest run_timeout: deadlines past it overflow the platform's wait timestamps (time_t).
+MAX_RUN_TIMEOUT = 1e6
 POWER_PREFERENCES = ("high-performance", "low-power")
 
 
@@ -89,8 +91,9 @@ class Config:
             raise ConfigError("min_elements", f"{self.min_elements} is above max_elements {self.max_elements}")
         if isinstance(self.run_timeout, bool) or not isinstance(self.run_timeout, (int, float)):
             raise ConfigError("run_timeout", f"expected seconds as a number, got {self.run_timeout!r}")
-        if self.run_timeout < 0:
-            raise ConfigError("run_timeout", f"must not be negative, got {self.run_timeout}")
+        if not 0 <= self.run_timeout <= MAX_RUN_TIMEOUT:  # (NaN compares false both ways)
+            raise ConfigError("run_timeout", f"expected seconds from 0 (the default) to {MAX_RUN_TIMEOUT:g}, "
+                                             f"got {self.run_timeout}")
         if self.run_timeout == 0:
             object.__setattr__(self, "run_timeout", DEFAULT_RUN_TIMEOUT)
         if self.power_preference not in POWER_PREFERENCES:

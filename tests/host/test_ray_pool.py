@@ -355,3 +355,12 @@ def test_guests_in_the_driver_still_trap_while_and_after_the_pool_runs_ray():
                           timeout=180, env=env, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["before", "True", "during", "True", "after", "True"]
+
+
+def test_a_v128_export_is_refused_and_the_actor_carries_on(pool):
+    """A v128 parameter or result aborted the actor's process (a panic in the runtime), job after job."""
+    v128 = '(module (func (export "f") (result v128) (v128.const i32x4 1 2 3 4)))'
+    with pytest.raises(JobError) as caught:
+        ray.get(pool.submit(v128, "f"))
+    assert caught.value.kind is FailureKind.USAGE and "v128 result 1 cannot cross to Python" in caught.value.message
+    assert ray.get(pool.submit(PROBES, "returns", 5)).value == 5

@@ -31,6 +31,8 @@ def convert_args(compiled: wasmtime.Module, export: str, raw: Sequence[str]) -> 
     """Command-line words as values for the export's parameters (a UsageError names what is wrong)."""
     import wasmtime
 
+    from ..host._wasmtime import value_kinds
+
     functype = None
     names = []
     for e in compiled.exports:
@@ -41,7 +43,9 @@ def convert_args(compiled: wasmtime.Module, export: str, raw: Sequence[str]) -> 
     if functype is None:
         shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
         raise UsageError(f"no exported function {export!r} (exported: {shown or 'none'})")
-    params = [str(p) for p in functype.params]
+    params = value_kinds(functype.params)  # (str() of a v128 ValType aborts the process)
+    if "v128" in value_kinds(functype.results):
+        raise UsageError(f"{export} returns a v128 value, which cannot cross to Python; call an export with scalar results")
     if len(raw) != len(params):
         raise UsageError(f"{export} takes {len(params)} argument(s) ({' '.join(params) or 'none'}), got {len(raw)}")
     values: list[int | float] = []
