@@ -1,4 +1,4 @@
-"""compile_buffer_wgsl: accepted kernels, B-1..B-27 of compiler.md §6 and abi.md §9.2 cases 18-22."""
+"""compile_buffer_wgsl: accepted kernels, B-1..B-27 of docs/design/compiler.md §6 and docs/design/abi.md §9.2 cases 18-22."""
 from __future__ import annotations
 
 import re

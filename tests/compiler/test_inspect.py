@@ -1,4 +1,4 @@
-"""inspect_module: the host's one call at compile time (abi.md §6.2-6.3)."""
+"""inspect_module: the host's one call at compile time (docs/design/abi.md §6.2-6.3)."""
 from __future__ import annotations
 
 from hypothesis import given, settings
@@ -53,7 +53,7 @@ def test_read_before_write_and_float_facts():
     assert plan.cls is KernelClass.ELIGIBLE and not plan.is_float
     plan = inspect_module(tm(body + FULL.write("I32", FULL.get(1), lget(0), i32c(0)), abi=FULL), [ints]).kernels[1]
     assert not plan.is_float
-    # an unused F16 binding makes the kernel float (abi.md §5.5, conservative)
+    # an unused F16 binding makes the kernel float (docs/design/abi.md §5.5, conservative)
     plan = inspect_module(tm(body, abi=FULL), [config((0, E.I32, A.READ), (1, E.I32, A.WRITE),
                                                       (2, E.F16, A.READ))]).kernels[1]
     assert plan.is_float

@@ -1,4 +1,4 @@
-"""call: the buffer intrinsics inside a kernel (compiler.md §1.3.3, §1.3.5; abi.md §6.4); a call to a
+"""call: the buffer intrinsics inside a kernel (docs/design/compiler.md §1.3.3, §1.3.5; docs/design/abi.md §6.4); a call to a
 function the module defines is inlined (inline.py).
 
 A call is classified by its import record (decoder.FuncImport), then handled by the intrinsic's
@@ -60,7 +60,7 @@ def management(st: Lowering, _: Intrinsic) -> None:
 
 def _typed(st: Lowering, intrinsic: Intrinsic) -> ElementType:
     """A read or write intrinsic's element type; a 64-bit one is beyond the reference, which
-    refuses it (compiler.md §1.3.5), so contract errors from here on fall back as its refusal."""
+    refuses it (docs/design/compiler.md §1.3.5), so contract errors from here on fall back as its refusal."""
     if intrinsic.elem is None:
         raise CompileError(UNSUPPORTED, NOT_ON_GPU)
     if not intrinsic.gpu:

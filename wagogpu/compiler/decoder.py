@@ -1,4 +1,4 @@
-"""Bounded module decoder of the buffer compiler (compiler.md §1.3.2, abi.md §6.2).
+"""Bounded module decoder of the buffer compiler (docs/design/compiler.md §1.3.2, docs/design/abi.md §6.2).
 
 It reads exactly what kernel selection and lowering need (types, function imports classified
 against the ABI table, function type indices, function exports, memory declarations and code

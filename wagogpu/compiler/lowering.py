@@ -3,7 +3,7 @@
 Values. Every numbered value n (WGSL name `v<n>`) has a form (records.Form): a u32 holding an i32
 or an f32's bits (loads, constants copied into lets, exact bit operations, vars), a vec2<u32>
 holding an i64 or an f64's bits, or an f32 (or f64) value (rounding arithmetic). Stored data
-always travels as bits, so exact float copies never pass through a WGSL float (compiler.md §2.1.4).
+always travels as bits, so exact float copies never pass through a WGSL float (docs/design/compiler.md §2.1.4).
 Outside the reference subset, float constants and results are opaque to the driver (valuetext.py).
 
 Deferred nodes. The reference's f32 add, sub and mul create a node that is emitted only when a
@@ -401,7 +401,7 @@ class Lowering:
         return i
 
     def access_operands(self) -> int:
-        """Pop (handle, element) of a write and return the slot (compiler.md §1.3.5 steps 2-5)."""
+        """Pop (handle, element) of a write and return the slot (docs/design/compiler.md §1.3.5 steps 2-5)."""
         element = self.pop(I32)
         handle = self.pop(I32)
         if handle[0] != HANDLE:
