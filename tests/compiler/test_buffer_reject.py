@@ -37,8 +37,9 @@ def test_b29_read_from_write_slot():
 
 
 def test_b30_undeclared_slot():
-    for slot in (2, 8, 0xFFFFFFFF):
-        expect(compile_err(TM.write("F32", TM.get(slot), lget(0), f32c(1.0))), INVALID, "undeclared slot")
+    for slot in (2, 8, 0xFFFFFFFF):  # the message names the slot asked for and the declared ones
+        expect(compile_err(TM.write("F32", TM.get(slot), lget(0), f32c(1.0))), INVALID,
+               f"undeclared slot: getBuffer({slot}), the kernel declares slots 0, 1")
 
 
 def test_b31_slot_must_be_constant():
