@@ -1,4 +1,4 @@
-"""Host configuration records, their validation (abi.md §7.1-7.2) and their JSON form.
+"""Host configuration records, their validation (docs/design/abi.md §7.1-7.2) and their JSON form.
 
 KernelConfig and BindingConfig only record what the user wrote, so that compile_buffer_wgsl can
 report a bad kernel as CompileError(INVALID_CONTRACT). Config validates everything at construction

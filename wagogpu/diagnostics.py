@@ -1,7 +1,7 @@
-"""Snapshot records (abi.md §8) and the closed sets of names they carry.
+"""Snapshot records (docs/design/abi.md §8) and the closed sets of names they carry.
 
 A leaf every layer may import: the buffer layer fills BufferOperation, the host copies the records
-out under its lock. Every closed set is a StrEnum whose values are the names abi.md §8 prints, so
+out under its lock. Every closed set is a StrEnum whose values are the names docs/design/abi.md §8 prints, so
 a snapshot compares equal to (and serialises as) the same strings as before.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from operator import attrgetter
 
 
 class Outcome(enum.StrEnum):
-    """How a non-scalar import ended (abi.md §8.3); NONE only in a record no import has filled."""
+    """How a non-scalar import ended (docs/design/abi.md §8.3); NONE only in a record no import has filled."""
 
     NONE = ""
     OK = "OK"
@@ -44,7 +44,7 @@ class ReasonCode(enum.StrEnum):
 
 
 class RuntimeState(enum.StrEnum):
-    """BufferSnapshot.state; later members take precedence when several hold (abi.md §8.2)."""
+    """BufferSnapshot.state; later members take precedence when several hold (docs/design/abi.md §8.2)."""
 
     UNAVAILABLE = "UNAVAILABLE"
     READY = "READY"
@@ -70,7 +70,7 @@ class KernelState(enum.StrEnum):
 
 
 class BufferState(enum.StrEnum):
-    """Where a buffer's current contents are (abi.md §4.1)."""
+    """Where a buffer's current contents are (docs/design/abi.md §4.1)."""
 
     CPU_CURRENT = "CPU_CURRENT"
     GPU_CURRENT = "GPU_CURRENT"
@@ -125,7 +125,7 @@ STAGE_FIELDS = tuple(str(s) for s in Stage)  # BufferOperation fields zeroed whe
 
 @dataclass
 class BufferOperation(TransferCounters):
-    """The last non-scalar wago_gpu_v1 import (abi.md §8.3). Durations are seconds."""
+    """The last non-scalar wago_gpu_v1 import (docs/design/abi.md §8.3). Durations are seconds."""
 
     sequence: int = 0
     instance: int = 0
@@ -273,7 +273,7 @@ class LoopLimits:
 
 @dataclass(frozen=True)
 class QuarantineReport:
-    """What the quarantine kept (wagogpu's guarantee beyond abi.md §4.7: nothing readable is lost).
+    """What the quarantine kept (wagogpu's guarantee beyond docs/design/abi.md §4.7: nothing readable is lost).
 
     ``settled``: the work that timed-out waits left on the device finished within the bound, so the
     device could be read. ``rescued_*``: committed GPU-only buffers read back into their CPU copies;
@@ -305,7 +305,7 @@ class LegacyTiming:
 
 @dataclass
 class Snapshot:
-    """Legacy wago_gpu.run / run_batch diagnostics (abi.md §8.1)."""
+    """Legacy wago_gpu.run / run_batch diagnostics (docs/design/abi.md §8.1)."""
 
     device: str
     reason: str

@@ -1,5 +1,5 @@
 """The buffer layer's typed records and closed sets: BufferRecord's named fields are the accessor
-layout's words (RECORD_DTYPE), the StrEnums read and serialise as the names abi.md §8 prints, and
+layout's words (RECORD_DTYPE), the StrEnums read and serialise as the names docs/design/abi.md §8 prints, and
 TransferTuning refuses what it cannot mean."""
 from __future__ import annotations
 

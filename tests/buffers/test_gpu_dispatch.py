@@ -1,5 +1,5 @@
 """The GPU dispatch path on a real adapter (lavapipe in CI): residency, seeds, dirty ranges, pool,
-budgets, and failures injected at every stage (abi.md §4, §9.3, §9.4)."""
+budgets, and failures injected at every stage (docs/design/abi.md §4, §9.3, §9.4)."""
 from __future__ import annotations
 
 import struct

@@ -123,7 +123,7 @@ def test_read_fault_stages(make_device, stage: str) -> None:
 
 
 def test_unmap_fault_keeps_the_copied_data(make_device) -> None:
-    """abi.md §4.4 step 6: data fully copied before an unmap failure comes back on the exception."""
+    """docs/design/abi.md §4.4 step 6: data fully copied before an unmap failure comes back on the exception."""
     rig = Rig(make_device, FaultInjector(fail={"unmap": 1}))
     rig.run()
     with pytest.raises(DeviceFailure) as err:
@@ -216,7 +216,7 @@ def test_lock_wait_counts_against_the_timeout(make_device) -> None:
 
 @pytest.mark.parametrize("order", ["close_then_release", "release_after_close_returned"])
 def test_close_while_execute_is_blocked(make_device, order: str) -> None:
-    """abi.md §9.3 #31: close() during a dispatch stuck on the device; both finish within 3 s."""
+    """docs/design/abi.md §9.3 #31: close() during a dispatch stuck on the device; both finish within 3 s."""
     release = threading.Event()
     faults = FaultInjector(fail={}, release=release)
     faults._fail["block"] = frozenset([1])

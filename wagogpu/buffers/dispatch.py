@@ -1,4 +1,4 @@
-"""Runs the GPU dispatch transaction (abi.md §4.6): plan -> submit -> commit, or unwind.
+"""Runs the GPU dispatch transaction (docs/design/abi.md §4.6): plan -> submit -> commit, or unwind.
 
 Outputs go to private scratch and are committed together after the device completed (an output
 whose current contents are parked may be written in place: TransferTuning.in_place_outputs). A
@@ -228,7 +228,7 @@ class Dispatcher:
 
     def fail(self, tx: Transaction, reason: str, exc: DeviceFailure | None = None) -> DispatchResult:
         """The device failed, or its state is unknown: quarantine; what it may still hold (payloads,
-        scratch) stays charged as retired until the host stops (§4.6 step 7)."""
+        scratch) stays charged as retired until the host stops (docs/design/abi.md §4.6 step 7)."""
         res = self.res
         if exc is not None:  # the transfers' outcome is unknown
             res.totals_complete = False

@@ -1,4 +1,4 @@
-"""Device memory an instance keeps between calls, and the order it is given up in (abi.md §4.9).
+"""Device memory an instance keeps between calls, and the order it is given up in (docs/design/abi.md §4.9).
 
 Everything here is charged to its instance. A reservation that does not fit asks instances to
 release idle resources, cheapest to lose first; what is in use by the dispatch being set up is

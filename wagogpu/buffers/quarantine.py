@@ -1,4 +1,4 @@
-"""The quarantine (abi.md §4.7) without collateral loss: what the device can still give back is
+"""The quarantine (docs/design/abi.md §4.7) without collateral loss: what the device can still give back is
 read back before anything is marked CONTENTS_LOST.
 
 The reference marks every GPU-only buffer of every instance lost the moment the runtime is
@@ -17,7 +17,7 @@ these steps in this order:
    buffers (GPU-current, not CPU-current, not lost, not ``unreadable``) are read into their CPU
    copies, one after another, within what is left of the bound; a read that times out ends the
    step. Parked readbacks of the current version are copied in from host memory, as before.
-4. Lose the rest. Whatever could not be read becomes CONTENTS_LOST (abi.md §4.7's marking);
+4. Lose the rest. Whatever could not be read becomes CONTENTS_LOST (docs/design/abi.md §4.7's marking);
    upload stages are dropped.
 
 Only the first quarantine of a runtime reads anything back (later calls only mark). A failed

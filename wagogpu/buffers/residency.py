@@ -1,5 +1,5 @@
 """Where buffer contents live: lazy readbacks, prestaged uploads, parked readbacks and the
-quarantine latch (abi.md §4.3-4.7). Runs under the host lock; knows buffers, not Wasm.
+quarantine latch (docs/design/abi.md §4.3-4.7). Runs under the host lock; knows buffers, not Wasm.
 
 Ownership: a Host owns one Residency, which owns the device (the host opens it and closes it)
 and decides, for every instance of that host, when contents move between the CPU copy and the
@@ -80,7 +80,7 @@ class Residency:
             self.quarantine("device lost")
 
     def quarantine(self, reason: str, unreadable: Iterable[Buffer] = ()) -> None:
-        """Latch for the runtime's life (§4.7); committed GPU-only contents the device can still give
+        """Latch for the runtime's life (docs/design/abi.md §4.7); committed GPU-only contents the device can still give
         back within TransferTuning.quarantine_readback_seconds are read back first, the rest (and
         ``unreadable``) become CONTENTS_LOST. The order of the steps: quarantine.py."""
         quarantine(self, reason, unreadable)
@@ -182,7 +182,7 @@ class Residency:
     # -- CPU side -----------------------------------------------------------------------------
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
                          counters: TransferCounters, op: BufferOperation | None = None) -> Status:
-        """§4.4: the whole buffer read back once when the CPU copy is stale."""
+        """docs/design/abi.md §4.4: the whole buffer read back once when the CPU copy is stale."""
         if self.pending and not buf.record.flags & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
@@ -224,7 +224,7 @@ class Residency:
 
     def _readback(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
                   op: BufferOperation | None, park: bool) -> Status:
-        """§4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as buf.parked."""
+        """docs/design/abi.md §4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as buf.parked."""
         self.check_loss()
         if not self.usable or buf.gpu is None:
             self.quarantine(self.quarantine_reason or "no usable device holds the current contents")

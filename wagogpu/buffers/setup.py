@@ -22,7 +22,7 @@ _GPU_CURRENT = acc.GPU_CURRENT
 
 
 def plan_slots(res: Residency, tx: Transaction) -> Status:
-    """Bind every slot the kernel uses, in binding order (§4.6 steps 2-5)."""
+    """Bind every slot the kernel uses, in binding order (docs/design/abi.md §4.6 steps 2-5)."""
     plan, count, bound = tx.plan, tx.count, tx.bound
     write_slots = plan.write_slots
     for slot in plan.used_slots:
@@ -47,7 +47,7 @@ def plan_slots(res: Residency, tx: Transaction) -> Status:
 
 
 def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status:
-    """§4.5: allocate the committed copy if needed and record the range that must be uploaded."""
+    """docs/design/abi.md §4.5: allocate the committed copy if needed and record the range that must be uploaded."""
     inst = tx.inst
     rec = buf.record
     flags = rec.flags

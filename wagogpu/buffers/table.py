@@ -1,4 +1,4 @@
-"""One guest instance's buffer table, slots and byte charges (abi.md §3-4).
+"""One guest instance's buffer table, slots and byte charges (docs/design/abi.md §3-4).
 
 Ownership: each guest instance owns one InstanceBuffers, which owns its accessor memory region
 (buffer bytes, handle hash, slot table, records) and every device resource charged to it. The
@@ -101,7 +101,7 @@ class InstanceBuffers:
 
     # -- budgets -------------------------------------------------------------------------------
     def reserve(self, nbytes: int) -> bool:
-        """Charge nbytes to this instance and the runtime, evicting idle resources first (§4.9)."""
+        """Charge nbytes to this instance and the runtime, evicting idle resources first (docs/design/abi.md §4.9)."""
         budget = self.budget
         over = self.reserved + nbytes - self.limits.max_bytes
         if over > 0:

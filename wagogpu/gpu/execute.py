@@ -1,5 +1,5 @@
 """One dispatch transaction: parameters, uploads, seed copies, the compute pass and read-ahead
-copies in one submission, then one wait (abi.md §4.6 step 6); or, with ``enqueue``, the same
+copies in one submission, then one wait (docs/design/abi.md §4.6 step 6); or, with ``enqueue``, the same
 recorded into the open pending batch without submitting or waiting (batch.py).
 
 The hot path is a resident dispatch: no uploads, no parameters, a cached bind group; it makes

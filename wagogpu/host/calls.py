@@ -2,7 +2,7 @@
 of the call (its Last entry, counters, timing) and the first checks.
 
 An import group (management, dispatch, transfers, accessor hooks) is an ImportGroup over one
-instance's ImportScope; each method follows abi.md §2 literally: the first failing rule decides
+instance's ImportScope; each method follows docs/design/abi.md §2 literally: the first failing rule decides
 the status, and _finish records every call, whatever its status.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 U32 = 0xFFFFFFFF
 U64 = 0xFFFFFFFFFFFFFFFF
 
-#: An error status decides the reason code, whatever the import said (abi.md §8.3).
+#: An error status decides the reason code, whatever the import said (docs/design/abi.md §8.3).
 REASON_BY_STATUS: dict[int, ReasonCode] = {
     Status.LIMIT_EXCEEDED: ReasonCode.RESOURCE_LIMIT, Status.CANCELLED: ReasonCode.CANCELLED,
     Status.CONTENTS_LOST: ReasonCode.CONTENTS_LOST, Status.DEVICE_ERROR: ReasonCode.DEVICE_FAILURE}

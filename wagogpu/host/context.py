@@ -35,7 +35,7 @@ F64_REASON = "f64 needs the adapter's shader-f64 feature (and shader-int64)"
 
 
 class OperationLog:
-    """The diagnostics records of one host (abi.md §8): the last non-scalar import, the last
+    """The diagnostics records of one host (docs/design/abi.md §8): the last non-scalar import, the last
     dispatch and the last failed import (both kept across later imports), the transfer totals and
     the legacy run counters."""
 
@@ -90,7 +90,7 @@ class RuntimeContext:
 
     def gpu_decision(self, module: Module, kernel: KernelConfig, plan: KernelPlan,
                      count: int) -> tuple[ReasonCode, str]:
-        """Why a valid dispatch does not go to the GPU (abi.md §2.6 step 8), or (NONE, "")."""
+        """Why a valid dispatch does not go to the GPU (docs/design/abi.md §2.6 step 8), or (NONE, "")."""
         if self.config.disabled:
             return ReasonCode.DISABLED, "GPU disabled"
         if plan.cls is _REJECTED:

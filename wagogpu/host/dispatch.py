@@ -1,4 +1,4 @@
-"""dispatch(kernelID, count) (abi.md §2.6): validation in the reference's order, the GPU decision,
+"""dispatch(kernelID, count) (docs/design/abi.md §2.6): validation in the reference's order, the GPU decision,
 the transaction, and the CPU fallback's preparation (status 1: every bound buffer CPU-current)."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The host functions the accessor module calls back (abi/accessor.py HOOK_SIGNATURES): a scalar
-access's trap and acquire (abi.md §2.13), and the checks and bookkeeping around the GC transfers
-setBufferGC/copyBufferGC, whose elements the accessor moves itself (§2.11-2.12)."""
+access's trap and acquire (docs/design/abi.md §2.13), and the checks and bookkeeping around the GC transfers
+setBufferGC/copyBufferGC, whose elements the accessor moves itself (docs/design/abi.md §2.11-2.12)."""
 from __future__ import annotations
 
 import time
@@ -32,7 +32,7 @@ class AccessorHooks(ImportGroup):
         raise wasmtime.Trap(scalar_trap_message(status))
 
     def acquire(self, handle: int) -> int:
-        """A scalar access found its buffer not CPU-current: read it back (abi.md §2.13 step 6)."""
+        """A scalar access found its buffer not CPU-current: read it back (docs/design/abi.md §2.13 step 6)."""
         if not self._live():
             return Status.INVALID_STATE
         buf = self._buffer(handle)
@@ -50,7 +50,7 @@ class AccessorHooks(ImportGroup):
 
     def gc_begin(self, op_code: int, handle: int, offset: int, kind: int, mutable: int, array_offset: int,
                  array_length: int, count: int) -> tuple[int, int]:
-        """Checks of abi.md §2.7-2.12 for the GC variants; (GC_PROCEED, address) when elements may move."""
+        """Checks of docs/design/abi.md §2.7-2.12 for the GC variants; (GC_PROCEED, address) when elements may move."""
         is_set = GC_IMPORTS[op_code].startswith("set")
         offset &= U32
         array_offset &= U32

@@ -1,4 +1,4 @@
-"""createBuffer, createBufferPacked, freeBuffer and bindBuffer (abi.md §2.2-2.5)."""
+"""createBuffer, createBufferPacked, freeBuffer and bindBuffer (docs/design/abi.md §2.2-2.5)."""
 from __future__ import annotations
 
 from ..abi.table import SLOT_COUNT, TYPE_INFO, ElementType, Status, pack_result

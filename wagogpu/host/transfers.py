@@ -1,4 +1,4 @@
-"""setBuffer32/64 and copyBuffer32/64 (abi.md §2.7-2.10): bulk moves between guest memory and a
+"""setBuffer32/64 and copyBuffer32/64 (docs/design/abi.md §2.7-2.10): bulk moves between guest memory and a
 buffer, one memmove (split over threads when large) once every check passed."""
 from __future__ import annotations
 
