@@ -62,8 +62,7 @@ class Dispatcher:
             status = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
             if status:
                 return refused_or_fallback(status, res.quarantine_reason)
-        res.check_loss()
-        if not res.usable:
+        if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
         tx = Transaction(inst, plan, bound, count, deadline, op, pipelined=pipelined)
         tx.guest_memory = guest_memory
@@ -223,7 +222,7 @@ class Dispatcher:
         scratch) stays charged as retired until the host stops (§4.6 step 7)."""
         res = self.res
         if exc is not None:  # the transfers' outcome is unknown
-            res.totals_complete = False
+            res.counts_incomplete()
             tx.op.transfer_counts_complete = False
         d = tx.inst.device
         d.retired_bytes += tx.transient + sum(n for _gpu_buf, n in tx.acquired)
