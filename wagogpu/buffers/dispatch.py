@@ -81,11 +81,16 @@ class Dispatcher:
         d = tx.inst.device
         assert d.uniform is not None  # set up with the small buffers
         uploads = [(u.gpu, u.start * u.buf.gpu_stride, u.words) for u in tx.uploads] if tx.uploads else _NO_UPLOADS
+        readahead = tx.readahead
         if tx.plan.error_word:
             assert d.error_word is not None
             uploads = [*uploads, (d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))]
+            if self.res.tuning.readahead_max_bytes:
+                # The error word's copy rides in the dispatch's own submission: its read after the
+                # wait is served from that copy, so the round trip makes one submission, not two.
+                readahead = [*readahead, d.error_word[0]]
         return ExecutePlan(tx.plan.pipeline, d.uniform, tx.params, tx.storage, uploads, tx.seeds, _grid(tx.count),
-                           self.res.profile_stages, None, tx.readahead)
+                           self.res.profile_stages, None, readahead)
 
     def _enqueue(self, tx: Transaction) -> DispatchResult:
         """The pipelined path: recorded is committed (the device runs work in recorded order); the
