@@ -59,14 +59,14 @@ class Dispatcher:
         pipelined = self.pipelined and not plan.error_word
         pending = res.pending
         if pending and (not pipelined or pending.due(sum([bound[s].gpu_bytes for s in plan.write_slots]))):
-            status = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
-            if status:
-                return refused_or_fallback(status, res.quarantine_reason)
+            settled = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
+            if settled:
+                return refused_or_fallback(settled, res.quarantine_reason)
         if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
         tx = Transaction(inst, plan, bound, count, deadline, op, pipelined=pipelined)
         tx.guest_memory = guest_memory
-        status = plan_slots(res, tx)
+        status: Status | None = plan_slots(res, tx)  # (None: the step passed)
         if not status:
             status = set_up_small_buffers(res, tx)
         if not status and plan.memory >= 0:

@@ -78,7 +78,7 @@ class Residency:
 
     @property
     def usable(self) -> bool:
-        return self.device is not None and not self.quarantined
+        return self.device is not None and not self.latch.latched
 
     @property
     def live(self) -> GpuDevice:
@@ -92,7 +92,7 @@ class Residency:
         return self.device is not None and not self.device.closed
 
     def check_loss(self) -> None:
-        if self.device is not None and not self.quarantined and self.device.is_lost():
+        if self.device is not None and not self.latch.latched and self.device.is_lost():
             if self.pending:  # unconfirmed pipelined outputs are lost, never read back
                 self.pending.lose("device lost")
             self.quarantine("device lost")

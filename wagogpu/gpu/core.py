@@ -150,6 +150,14 @@ class DeviceCore:
         with self.lock:
             self.unfinished += [c for c in cells if not c.status]
 
+    def forget_map(self, cell: MapCell) -> None:
+        """A map no longer wanted (its buffer is being freed, lock held): the backend drops its
+        callback, and no wait for unfinished work counts on it any more (that work's own fence,
+        kept in ``unfinished``, still does)."""
+        self.backend.forget(cell)
+        if cell in self.unfinished:
+            self.unfinished.remove(cell)
+
     def pending(self) -> bool:
         """Whether work a wait gave up on may still be running (lock held; polls once)."""
         if self.unfinished:

@@ -80,7 +80,7 @@ class Readback:
         entry = item[0]
         cell, entry.cell = entry.cell, None
         if cell is not None and not cell.status:  # never resolved (a failed submission)
-            self._core.backend.forget(cell)
+            self._core.forget_map(cell)
             keep = False
         elif cell is not None and cell.status == CELL_OK:
             self._core.backend.unmap(entry.obj)

@@ -167,7 +167,7 @@ class ImportGroup:
         """Record Last (every non-scalar import, every status) and add this call's counters to Totals."""
         op = call.op
         op.status = int(status)
-        op.outcome = outcome or _OUTCOME_BY_STATUS.get(status, Outcome.ERROR)
+        op.outcome = outcome or _OUTCOME_BY_STATUS.get(status) or Outcome.ERROR
         success = status in _SUCCESSES
         if not success:
             reason_code = REASON_BY_STATUS.get(status) or (reason_code if reason_code is not ReasonCode.NONE else ReasonCode.CONTRACT_ERROR)
