@@ -9,7 +9,9 @@ Ways measured (each figure names its adapter):
   h2d_write_buffer   queue.write_buffer into a storage buffer, then a wait (a 4-byte map probe);
   h2d_mapped         the bytes written into a mapped MAP_WRITE buffer, unmapped, copied to storage,
                      waited; ``_host`` is the write into the mapping alone;
+  d2h_dma            copy to a MAP_READ buffer and map it, no read-out (the device and PCIe alone);
   d2h_mapped         copy to a MAP_READ buffer, map, read out into a caller's array, unmap;
+  d2h_threaded       the same, read out with wagogpu.memcopy's threads;
   d2h_chunked        the same in ``--chunks`` pieces, each its own submission and staging buffer,
                      the pieces read out as they arrive (the host copy of one overlaps the PCIe
                      transfer of the next);
@@ -96,6 +98,26 @@ class Floor:
         del view
         self.readback.unmap()
 
+    def d2h_dma(self) -> None:
+        """The copy and the map alone: what the device and PCIe take, no read-out."""
+        enc = self.dev.create_command_encoder()
+        enc.copy_buffer_to_buffer(self.storage, 0, self.readback, 0, self.nbytes)
+        self.dev.queue.submit([enc.finish()])
+        self.readback.map_sync(wgpu.MapMode.READ)
+        self.readback.unmap()
+
+    def d2h_threaded(self) -> None:
+        """d2h_mapped with the read-out split over wagogpu.memcopy's threads."""
+        enc = self.dev.create_command_encoder()
+        enc.copy_buffer_to_buffer(self.storage, 0, self.readback, 0, self.nbytes)
+        self.dev.queue.submit([enc.finish()])
+        self.readback.map_sync(wgpu.MapMode.READ)
+        view = self.readback.read_mapped(copy=False)
+        mapped = np.frombuffer(view, dtype=np.uint8)
+        memcopy.copy_bytes(self.out.ctypes.data, mapped.ctypes.data, self.nbytes)
+        del view, mapped
+        self.readback.unmap()
+
     def d2h_chunked(self) -> None:
         for (off, n), buf in zip(self.pieces, self.chunk_bufs):
             enc = self.dev.create_command_encoder()
@@ -147,11 +169,13 @@ def main(argv: list[str] | None = None) -> int:
         print("transfer_floor: only a software adapter; pass --allow-software-adapter", file=sys.stderr)
         return 2
     figures: dict[str, float | int] = {}
-    for name in ("h2d_write_buffer", "h2d_mapped_host", "h2d_mapped", "d2h_mapped", "d2h_chunked"):
+    for name in ("h2d_write_buffer", "h2d_mapped_host", "h2d_mapped", "d2h_dma", "d2h_mapped", "d2h_threaded",
+                 "d2h_chunked"):
         seconds = _median_s(getattr(floor, name), args.reps)
         figures[f"{name}_ms"] = seconds * 1e3
         figures[f"{name}_gbps"] = nbytes / seconds / 1e9
     checks = {"write_buffer_then_mapped": floor.checked(floor.h2d_write_buffer, floor.d2h_mapped),
+              "write_buffer_then_threaded": floor.checked(floor.h2d_write_buffer, floor.d2h_threaded),
               "mapped_then_chunked": floor.checked(floor.h2d_mapped, floor.d2h_chunked)}
     figures.update(host_figures(nbytes, args.reps))
     ok = all(checks.values())
