@@ -266,8 +266,9 @@ class Executor:
                 self._discard(used)
             raise
         return ExecuteResult(upload_s=took["upload"], seed_s=took["seed"], compute_s=took["compute"],
-                             total_s=time.perf_counter() - t0, device_compute_s=device_s, hardware_submitted=core.hardware,
-                             submitted=True, upload_bytes=moved["upload"], seed_bytes=moved["seed"])
+                             total_s=time.perf_counter() - t0, device_compute_s=device_s,
+                             hardware_submitted=core.hardware, submitted=True, upload_bytes=moved["upload"],
+                             seed_bytes=moved["seed"])
 
     def _submit_stage(self, name: str, record: Callable[..., int], plan: ExecutePlan, deadline: float,
                       used: list[PooledBuffer], extra: dict[str, Any]) -> tuple[list[MapCell], int]:

@@ -166,11 +166,12 @@ class ImportGroup:
                 reason_code: ReasonCode = ReasonCode.NONE, reason: str = "") -> int:
         """Record Last (every non-scalar import, every status) and add this call's counters to Totals."""
         op = call.op
-        op.status = int(status)
+        op.status = code = int(status)
         op.outcome = outcome or _OUTCOME_BY_STATUS.get(status) or Outcome.ERROR
         success = status in _SUCCESSES
         if not success:
-            reason_code = REASON_BY_STATUS.get(status) or (reason_code if reason_code is not ReasonCode.NONE else ReasonCode.CONTRACT_ERROR)
+            reason_code = REASON_BY_STATUS.get(status) or (
+                reason_code if reason_code is not ReasonCode.NONE else ReasonCode.CONTRACT_ERROR)
             reason = reason or STATUS_REASONS.get(status, "")
         op.reason_code = reason_code
         op.reason = reason
@@ -181,4 +182,4 @@ class ImportGroup:
             op.profile_valid = False
             op.__dict__.update(_ZERO_STAGES)
         self.ctx.log.record(op)
-        return int(status)
+        return code
