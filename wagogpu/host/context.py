@@ -25,8 +25,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .instance import Instance
     from .module import Module
 
-_DISPATCH = "dispatch"
-_CPU_FALLBACK = int(Status.CPU_FALLBACK)
+#: The import whose records the log keeps as last_dispatch.
+DISPATCH_IMPORT = "dispatch"
+#: Statuses above this one are failures: the log keeps their records as last_failure.
+LAST_SUCCESS_STATUS = int(Status.CPU_FALLBACK)
 # A kernel computing in f64 on a device without it (gpu.adapters.F64_FEATURES) runs on the CPU.
 F64_REASON = "f64 needs the adapter's shader-f64 feature (and shader-int64)"
 
@@ -50,9 +52,9 @@ class OperationLog:
         self.sequence += 1
         op.sequence = self.sequence
         self.last = op
-        if op.import_name == _DISPATCH:
+        if op.import_name == DISPATCH_IMPORT:
             self.last_dispatch = op
-        if op.status > _CPU_FALLBACK:
+        if op.status > LAST_SUCCESS_STATUS:
             self.last_failure = op
         self.totals.add(op)
 
