@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import MISSING, dataclass, field, fields
-from operator import attrgetter
 
 
 class Outcome(enum.StrEnum):
@@ -107,19 +106,19 @@ class TransferCounters:
     parameter_upload_count: int = 0
 
     def add(self, other: "TransferCounters") -> None:
-        values = _counter_values(other)  # one C call; most imports touch two counters or none
-        if any(values):
-            mine = self.__dict__
-            for name, value in zip(COUNTER_NAMES, values):
-                if value:
-                    mine[name] += value
+        # Only what ``other`` holds itself: a record made by BufferOperation.start holds the few
+        # fields its import set (most touch two counters or none), the rest are the class's zeros.
+        mine = self.__dict__
+        for name, value in other.__dict__.items():
+            if name in _COUNTER_SET and value:
+                mine[name] += value
 
     def counters(self) -> "TransferCounters":
         return TransferCounters(**{name: self.__dict__[name] for name in COUNTER_NAMES})
 
 
 COUNTER_NAMES = tuple(f.name for f in fields(TransferCounters))
-_counter_values = attrgetter(*COUNTER_NAMES)
+_COUNTER_SET = frozenset(COUNTER_NAMES)
 STAGE_FIELDS = tuple(str(s) for s in Stage)  # BufferOperation fields zeroed when a profile is invalid
 
 

@@ -192,6 +192,17 @@ def test_settle_waits_for_the_work_a_timeout_left_without_submitting(make_device
     assert time.perf_counter() - t0 < 0.25
 
 
+def test_settle_after_a_timeout_does_not_count_on_a_dropped_read_ahead_map(make_device) -> None:
+    """A timed-out dispatch with a read-ahead copy: the failure frees the copy and forgets its map,
+    and settling waits for the dispatch's own fence only (a forgotten map never resolves)."""
+    import dataclasses
+
+    dev = make_device()
+    slow, a = slow_plan(dev, 0.3)
+    timed_out(dev, dataclasses.replace(slow, readahead=[a]))
+    assert dev.settle(30.0) and dev.settle(0.0)
+
+
 def struct_params(count: int, rounds: int) -> bytes:
     return np.array([count, rounds, 0, 0], dtype="<u4").tobytes()
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..abi import accessor as acc
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: the instances register with the budget, which never makes one)
     from .table import InstanceBuffers
 
 ALIGN = 16

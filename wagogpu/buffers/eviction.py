@@ -15,7 +15,7 @@ from ..abi.kernel import ERROR_WORD_BYTES, PARAMETER_BLOCK_BYTES
 from ..gpu import BufferHandle
 from .snapshots import SnapshotCache
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: the table hands its buffers and itself to the eviction rules)
     from .records import Buffer
     from .table import InstanceBuffers
 

@@ -46,11 +46,6 @@ STATUS_REASONS: dict[int, str] = {
     Status.UNSUPPORTED_STORAGE: "this storage cannot take part in the transfer",
     Status.INVALID_STATE: "the instance or its host is closed",
 }
-# Members bound once: the per-call paths below read them as plain globals (enum attribute access
-# costs ~0.16 us per read on Python 3.11).
-_NONE = ReasonCode.NONE
-_CONTRACT_ERROR = ReasonCode.CONTRACT_ERROR
-_ERROR = Outcome.ERROR
 #: What an invalid profile leaves in a record's stage durations (one dict update, not six stores).
 _ZERO_STAGES = dict.fromkeys(STAGE_FIELDS, 0.0)
 
@@ -168,14 +163,15 @@ class ImportGroup:
                 f"({buf.type.name}, {buf.length} elements)")
 
     def _finish(self, call: ImportCall, status: int, outcome: Outcome | None = None,
-                reason_code: ReasonCode = _NONE, reason: str = "") -> int:
+                reason_code: ReasonCode = ReasonCode.NONE, reason: str = "") -> int:
         """Record Last (every non-scalar import, every status) and add this call's counters to Totals."""
         op = call.op
-        op.status = int(status)
-        op.outcome = outcome or _OUTCOME_BY_STATUS.get(status, _ERROR)
+        op.status = code = int(status)
+        op.outcome = outcome or _OUTCOME_BY_STATUS.get(status) or Outcome.ERROR
         success = status in _SUCCESSES
         if not success:
-            reason_code = REASON_BY_STATUS.get(status) or (reason_code if reason_code is not _NONE else _CONTRACT_ERROR)
+            reason_code = REASON_BY_STATUS.get(status) or (
+                reason_code if reason_code is not ReasonCode.NONE else ReasonCode.CONTRACT_ERROR)
             reason = reason or STATUS_REASONS.get(status, "")
         op.reason_code = reason_code
         op.reason = reason
@@ -186,4 +182,4 @@ class ImportGroup:
             op.profile_valid = False
             op.__dict__.update(_ZERO_STAGES)
         self.ctx.log.record(op)
-        return int(status)
+        return code
