@@ -17,6 +17,7 @@ class Outcome(enum.StrEnum):
     NONE = ""
     OK = "OK"
     GPU = "GPU"
+    CPU = "CPU"  # a CPU kernel (Config.cpu_kernels) ran it and committed its outputs
     CPU_FALLBACK_READY = "CPU_FALLBACK_READY"
     NOOP = "NOOP"
     ERROR = "ERROR"

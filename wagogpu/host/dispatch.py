@@ -11,6 +11,7 @@ from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
 from .calls import U32, Handlers, ImportCall, ImportGroup, ImportScope
+from .cpukernels import compiled_cpu_kernel
 
 # Members bound once: enum attribute access costs ~0.16 us per read on Python 3.11.
 _OK = Status.OK
@@ -20,6 +21,9 @@ _NONE = ReasonCode.NONE
 _PUBLISHED = DispatchEnd.PUBLISHED
 _REFUSED = DispatchEnd.REFUSED
 _INVALID = KernelClass.INVALID
+_REJECTED = KernelClass.REJECTED
+# A kernel the GPU ran and found trapping traps on the CPU too: straight to the guest's runner.
+KERNEL_ERRORS = frozenset((ReasonCode.KERNEL_TRAP, ReasonCode.LOOP_BUDGET, ReasonCode.INDEX_RANGE))
 
 
 
@@ -86,6 +90,8 @@ class DispatchImport(ImportGroup):
             if result.end is _REFUSED:
                 return self._finish(call, result.status)
             reason_code, reason = result.reason_code, result.reason
+        if self.scope.cpu_kernels is not None and reason_code not in KERNEL_ERRORS:
+            return self._cpu_kernel(call, entry, bound, count, reason_code, reason)
         return self._fall_back(call, entry.kernel, bound, reason_code, reason)
 
     def _validate(self, call: ImportCall, kernel_id: int, count: int) -> Checked | int:
@@ -152,6 +158,13 @@ class DispatchImport(ImportGroup):
     def _fall_back(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer],
                    reason_code: ReasonCode, reason: str) -> int:
         """Status 1: the guest's CPU runner reads every bound buffer, so each becomes CPU-current."""
+        status = self._cpu_current(call, kernel, bound, reason)
+        if status >= 0:
+            return status
+        return self._finish(call, Status.CPU_FALLBACK, reason_code=reason_code, reason=reason)
+
+    def _cpu_current(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer], reason: str) -> int:
+        """Every bound buffer CPU-current: -1, or the finished call's status (a failure, cancelled)."""
         op = call.op
         make_cpu_current = self.ctx.residency.make_cpu_current
         for b in kernel.bindings:
@@ -160,4 +173,23 @@ class DispatchImport(ImportGroup):
                 return self._finish(call, status, reason=reason)
         if call.cancelled():
             return self._finish(call, Status.CANCELLED)
-        return self._finish(call, Status.CPU_FALLBACK, reason_code=reason_code, reason=reason)
+        return -1
+
+    def _cpu_kernel(self, call: ImportCall, entry: KernelEntry, bound: dict[int, Buffer], count: int,
+                    reason_code: ReasonCode, reason: str) -> int:
+        """Config.cpu_kernels: the kernel's CPU module runs it (status 0, outcome CPU); one that traps
+        publishes nothing and answers 1 (KERNEL_TRAP); a kernel without one answers 1 as before."""
+        compiled = compiled_cpu_kernel(self.module, entry.kernel, entry.plan)
+        if isinstance(compiled, str):  # outside the subset, or a construct the CPU backend does not carry
+            if entry.plan.cls is _REJECTED:
+                return self._fall_back(call, entry.kernel, bound, ReasonCode.UNSUPPORTED_KERNEL, compiled)
+            return self._fall_back(call, entry.kernel, bound, reason_code, f"{reason}; no CPU kernel: {compiled}")
+        status = self._cpu_current(call, entry.kernel, bound, reason)
+        if status >= 0:
+            return status
+        result = self.scope.cpu_kernels.run(compiled, self.buffers, bound, count)
+        call.op.compute = result.seconds
+        if result.trapped:
+            return self._finish(call, Status.CPU_FALLBACK, reason_code=ReasonCode.KERNEL_TRAP,
+                                reason=f"the CPU kernel trapped ({result.trapped}); nothing was committed")
+        return self._finish(call, _OK, outcome=Outcome.CPU)

@@ -37,6 +37,7 @@ from .engine import Extern, first_line, functype
 from .exports import GuestExports
 from .hooks import AccessorHooks
 from .legacy import LegacyRunner
+from .cpukernels import CpuKernelRunner
 from .management import ManagementImports
 from .memexports import memory_export_name
 from .module import Module
@@ -71,7 +72,8 @@ class Instance:
         except BaseException:
             self._store.close()
             raise
-        memory = wasmtime.Memory(self._store, wasmtime.MemoryType(wasmtime.Limits(ACCESSOR_PAGES, None)))
+        memory = self._accessor_memory = wasmtime.Memory(
+            self._store, wasmtime.MemoryType(wasmtime.Limits(ACCESSOR_PAGES, None)))
         self.buffers = InstanceBuffers(
             self.id, AccessorMemory(partial(memory_span, memory, self._store), partial(memory.grow, self._store)),
             ctx.budget, ctx.limits, ctx.residency)
@@ -134,6 +136,8 @@ class Instance:
         store = self._store
         self._scope.own_memory = lambda name: own_memory(self.exports.get(name), store)
         self._scope.guest_memory = self._guest_memory_span
+        if self.ctx.config.cpu_kernels:
+            self._scope.cpu_kernels = CpuKernelRunner(store, self._accessor_memory, self._memory)
 
     @property
     def store(self) -> wasmtime.Store:

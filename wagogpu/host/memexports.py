@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..compiler.reader import Reader, ReaderError
+from ..compiler.wasmencode import uleb as uleb128
 
 MEMORY_EXPORT_PREFIX = "wagogpu:memory:"
 _HEADER = b"\0asm\x01\0\0\0"
@@ -17,19 +18,6 @@ _EXPORT_SECTION = 7
 _MEMORY_SECTION = 5
 # Section ids that come before the export section in the standard order (tag 13 sits after memory).
 _BEFORE_EXPORT = {1, 2, 3, 4, 5, 13, 6}
-
-
-def uleb128(value: int) -> bytes:
-    """Unsigned LEB128 encoding of a non-negative integer."""
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def memory_export_name(index: int) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 import wasmtime
 
 from ..buffers import DispatchPlan
@@ -36,6 +37,8 @@ class Module:
     legacy_pipeline: ComputePipeline | None = None
     legacy_reason: str = ""
     closed: bool = False
+    # kernel ID -> its compiled CPU kernel, or why it has none (host/cpukernels.py; built on first use)
+    cpu_kernels: dict[int, Any] = field(default_factory=dict)
 
     def close(self) -> None:
         """Modules hold no device memory of their own; live instances keep working."""

@@ -1,0 +1,206 @@
+"""One function of a CPU kernel, rewritten instruction by instruction (cpukernel.py says why and
+what changes). Every other instruction's bytes are the guest's own.
+
+A rewritten function keeps its locals and appends six temporaries: the handle and the index of
+the buffer access being made, and one value of each numeric type for a write's value.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ..abi.accessor import OPS
+from ..abi.table import ElementType
+from . import wasmencode as enc
+from .contract import CompileError, CompileErrorKind
+from .decoder import DecodedModule
+from .intrinsics import F32, F64, I32, I64, IntrinsicKind
+from .opnames import Instruction, skip_locals, walk
+from .reader import Reader, ReaderError
+
+UNSUPPORTED = CompileErrorKind.UNSUPPORTED
+OP_CALL, OP_LOOP, OP_GLOBAL_GET = 0x10, 0x03, 0x23
+LOADS = range(0x28, 0x36)
+STORES = range(0x36, 0x3F)
+# Instructions a CPU kernel does not carry (the GPU compiler refuses most of them already).
+REFUSED = frozenset(("call_indirect", "return_call", "return_call_indirect", "global.set", "table.get",
+                     "table.set", "memory.size", "memory.grow", "ref.func", "memory.init", "data.drop",
+                     "memory.copy", "memory.fill", "table.init", "elem.drop", "table.copy", "table.grow",
+                     "table.size", "table.fill"))
+TEMP_TYPES = (I32, I32, I32, I64, F32, F64)  # handle, index, then a write's value by type
+VALUE_TEMP = {I32: 2, I64: 3, F32: 4, F64: 5}
+_CONST = {I32: ("i32.const", lambda v: enc.sleb(_signed(v, 32))), I64: ("i64.const", lambda v: enc.sleb(_signed(v, 64))),
+          F32: ("f32.const", lambda v: struct.pack("<I", v & 0xFFFFFFFF)),
+          F64: ("f64.const", lambda v: struct.pack("<Q", v & 0xFFFFFFFFFFFFFFFF))}
+
+
+def _signed(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def _refuse(what: str) -> CompileError:
+    return CompileError(UNSUPPORTED, f"{what} is not carried by CPU kernels")
+
+
+@dataclass
+class FunctionRewrite:
+    """One function's facts and its rewriting, done by encode() once the memory layout is known."""
+
+    rewriter: Rewriter
+    index: int  # in the guest module
+    type_index: int
+    locals_bytes: bytes  # the guest's local groups, as they are
+    local_groups: int
+    first_temp: int  # index of the first appended temporary
+    code: tuple[int, int]  # [start, end) of the instructions
+    memory_access: bool = False
+    memories: set[int] = field(default_factory=set)
+    loops: bool = False
+
+    def encode(self, buffer_memory: int, fuel_global: int) -> bytes:
+        rw = self.rewriter
+        start, end = self.code
+        data = rw.module.source
+        out = bytearray()
+        for ins, nxt in _spans(data, start, end):
+            out += rw.instruction(ins, data[ins.at:nxt], self.first_temp, buffer_memory, fuel_global)
+        groups = enc.uleb(self.local_groups + len(TEMP_TYPES)) + self.locals_bytes + b"".join(
+            b"\x01" + bytes([t]) for t in TEMP_TYPES)
+        return enc.uleb(len(groups) + len(out)) + groups + bytes(out)
+
+
+def _spans(data: bytes, start: int, end: int) -> Iterator[tuple[Instruction, int]]:
+    """Each instruction with the position after it."""
+    previous: Instruction | None = None
+    try:
+        for ins in walk(data, start, end):
+            if previous is not None:
+                yield previous, ins.at
+            previous = ins
+    except ReaderError as e:
+        raise CompileError(UNSUPPORTED, e.message) from None
+    if previous is not None:
+        yield previous, end
+
+
+class Rewriter:
+    """The rewriting of a kernel's functions against one decoded module."""
+
+    FUEL_GLOBAL = 0
+
+    def __init__(self, module: DecodedModule, index_of: dict[int, int], table_offset: int) -> None:
+        self.module = module
+        self.index_of = index_of  # guest function index -> CPU module function index
+        self.table = table_offset
+
+    @staticmethod
+    def callees(data: bytes, start: int, end: int) -> Iterator[int]:
+        code = skip_locals(data, start, end)
+        for ins, _ in _spans(data, code, end):
+            if ins.opcode == OP_CALL:
+                yield ins.index
+
+    def function(self, index: int) -> FunctionRewrite:
+        """Check every instruction of function `index` and note what the module must provide."""
+        m = self.module
+        n_imports = len(m.func_imports)
+        start, end = m.bodies[index - n_imports]
+        sig = m.function_type(index)
+        if sig is None:
+            raise _refuse("a function without a function type")
+        r = Reader(m.source, start, end)
+        groups = r.count()
+        declared = 0
+        for _ in range(groups):
+            declared += r.u32()
+            r.byte()
+        code = r.pos
+        count_bytes = len(enc.uleb(groups))
+        fr = FunctionRewrite(self, index, m.functions[index - n_imports], m.source[start + count_bytes:code], groups,
+                             len(sig[0]) + declared, (code, end))
+        for ins, nxt in _spans(m.source, code, end):
+            self._note(fr, ins)
+        return fr
+
+    def _note(self, fr: FunctionRewrite, ins: Instruction) -> None:
+        if ins.name.startswith("0x") or ins.name in REFUSED:
+            raise _refuse(ins.name)
+        op = ins.opcode
+        if op in STORES:
+            raise _refuse("a store to guest memory")
+        if op in LOADS:
+            fr.memory_access = True
+            fr.memories.add(_memarg(self.module.source, ins.at)[0])
+        elif op == OP_LOOP:
+            fr.loops = True
+        elif op == OP_GLOBAL_GET:
+            self._constant_global(ins.index)
+        elif op == OP_CALL and ins.index < len(self.module.func_imports):
+            self._intrinsic(ins.index)
+
+    def _constant_global(self, index: int) -> bytes:
+        globals_ = self.module.statics.globals
+        decl = globals_[index] if index < len(globals_) else None
+        if decl is None or decl.mutable or decl.imported or decl.value is None or decl.type not in _CONST:
+            raise _refuse("a global that is not an immutable constant")
+        mnemonic, imm = _CONST[decl.type]
+        return enc.op(mnemonic, imm(decl.value))
+
+    def _intrinsic(self, index: int) -> tuple[IntrinsicKind, ElementType | None]:
+        imp = self.module.func_imports[index]
+        intrinsic = imp.intrinsic
+        if not imp.in_namespace or intrinsic is None or intrinsic.kind not in (
+                IntrinsicKind.GET, IntrinsicKind.READ, IntrinsicKind.WRITE):
+            raise _refuse("a call to an import other than getBuffer/readBuffer/writeBuffer")
+        if intrinsic.elem is not None and "\n" in OPS[intrinsic.elem].load:
+            raise _refuse(f"a {intrinsic.elem.name} buffer")
+        return intrinsic.kind, intrinsic.elem
+
+    def instruction(self, ins: Instruction, raw: bytes, temp: int, memory: int, fuel: int) -> bytes:
+        """The rewritten bytes of one instruction (its own bytes where nothing changes)."""
+        op = ins.opcode
+        if op == OP_CALL:
+            if ins.index >= len(self.module.func_imports):
+                return enc.op("call", enc.uleb(self.index_of[ins.index]))
+            kind, elem = self._intrinsic(ins.index)
+            return self._access(kind, elem, temp, memory)
+        if op in LOADS:
+            _mem, align, offset = _memarg(self.module.source, ins.at)
+            return bytes([op]) + enc.memarg(0, align, offset)
+        if op == OP_LOOP:
+            s, g = enc.op, enc.uleb(fuel)
+            return (raw + s("global.get", g) + s("i32.eqz") + enc.TRAP_IF
+                    + s("global.get", g) + enc.i32_const(1) + s("i32.sub") + s("global.set", g))
+        if op == OP_GLOBAL_GET:
+            return self._constant_global(ins.index)
+        return raw
+
+    def _access(self, kind: IntrinsicKind, elem: ElementType | None, temp: int, memory: int) -> bytes:
+        """getBuffer: (slot + 1) * 8; a read or write: the checked address, then the load or store."""
+        s, loc = enc.op, enc.local
+        if kind is IntrinsicKind.GET or elem is None:
+            return enc.i32_const(1) + s("i32.add") + enc.i32_const(3) + s("i32.shl")
+        ops = OPS[elem]
+        k = ops.size_log2
+        h, i = temp, temp + 1
+        head = b""
+        if kind is IntrinsicKind.WRITE:
+            head = loc("local.set", temp + VALUE_TEMP[enc.VALUE_TYPE[ops.scalar]])
+        checked = (head + loc("local.set", i) + loc("local.tee", h)
+                   + s("i32.load", enc.memarg(memory, 2, self.table - 4)) + loc("local.get", i) + s("i32.le_u")
+                   + enc.TRAP_IF + loc("local.get", h) + s("i32.load", enc.memarg(memory, 2, self.table - 8))
+                   + loc("local.get", i) + (enc.i32_const(k) + s("i32.shl") if k else b"") + s("i32.add"))
+        if kind is IntrinsicKind.READ:
+            return checked + s(ops.load, enc.memarg(memory, k, 0))
+        value = loc("local.get", temp + VALUE_TEMP[enc.VALUE_TYPE[ops.scalar]])
+        return checked + value + s(ops.store, enc.memarg(memory, k, 0))
+
+
+def _memarg(data: bytes, at: int) -> tuple[int, int, int]:
+    """(memory index, alignment, offset) of the load or store at data[at]."""
+    r = Reader(data, at + 1)
+    flags = r.u32()
+    memory = r.u32() if flags & enc.MEMORY_INDEX_FLAG else 0
+    return memory, flags & ~enc.MEMORY_INDEX_FLAG, r.leb(64, False)

@@ -1,0 +1,129 @@
+"""CPU kernels on the host (Config.cpu_kernels): the compiler's CPU module of a kernel
+(compiler/cpukernel.py), compiled once per guest module and instantiated once per guest instance
+in the instance's own store, over its accessor memory (and the guest memory its loads read).
+
+The GPU's dispatch contract holds here too: a kernel that may trap gets a copy of every written
+buffer's first `count` elements before it runs, put back when it traps, so a trap publishes
+nothing; a run that finishes marks each written buffer written on the CPU (version + 1, the GPU
+copy stale) as one committed write.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import wasmtime
+
+from ..buffers import Buffer, InstanceBuffers
+from ..compiler.contract import CompileError, KernelClass, KernelPlan
+from ..compiler.cpukernel import BUFFER_MEMORY, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, CpuKernelModule, cpu_kernel_module
+from ..config import KernelConfig
+from ._wasmtime import export_call
+from .engine import first_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .module import Module
+
+_ELIGIBLE = KernelClass.ELIGIBLE
+_TABLE_DTYPE = np.dtype("<u4")
+
+
+@dataclass(frozen=True)
+class CompiledCpuKernel:
+    """A kernel's CPU module, compiled by the host's engine."""
+
+    record: CpuKernelModule
+    compiled: wasmtime.Module
+    compile_seconds: float
+
+
+def compiled_cpu_kernel(module: Module, kernel: KernelConfig, plan: KernelPlan) -> CompiledCpuKernel | str:
+    """The kernel's compiled CPU module, or why it has none; built on first use, kept per module."""
+    found = module.cpu_kernels.get(kernel.id)
+    if found is not None:
+        return found
+    made: CompiledCpuKernel | str
+    if plan.cls is not _ELIGIBLE:
+        made = plan.reason or "the kernel is outside the GPU subset"
+    else:
+        started = time.perf_counter()
+        try:
+            record = cpu_kernel_module(module.wasm, kernel, plan)
+            made = CompiledCpuKernel(record, wasmtime.Module(module.ctx.engine, record.wasm),
+                                     time.perf_counter() - started)
+        except CompileError as exc:
+            made = exc.message
+        except wasmtime.WasmtimeError as exc:  # a backend bug: the guest's runner stays correct
+            made = f"CPU kernel did not compile: {first_line(exc)}"
+    module.cpu_kernels[kernel.id] = made
+    return made
+
+
+@dataclass(frozen=True)
+class CpuRunResult:
+    trapped: str  # "" when the kernel ran to the end, else the trap's first line
+    seconds: float
+
+
+class CpuKernelRunner:
+    """One guest instance's CPU kernels: an instance of each kernel's CPU module in its store."""
+
+    def __init__(self, store: wasmtime.Store, accessor: wasmtime.Memory,
+                 guest_memory: Callable[[int], wasmtime.Memory | wasmtime.SharedMemory]) -> None:
+        self._store = store
+        self._accessor = accessor
+        self._guest_memory = guest_memory
+        self._runs: dict[int, Callable[..., object]] = {}
+
+    def _run_call(self, kernel: CompiledCpuKernel) -> Callable[..., object]:
+        found = self._runs.get(kernel.record.kernel_id)
+        if found is None:
+            externs: list[wasmtime.Memory | wasmtime.SharedMemory] = []
+            for imp in kernel.compiled.imports:
+                assert imp.module == IMPORT_MODULE and imp.name in (GUEST_MEMORY, BUFFER_MEMORY)
+                externs.append(self._accessor if imp.name == BUFFER_MEMORY
+                               else self._guest_memory(kernel.record.guest_memory))
+            inst = wasmtime.Instance(self._store, kernel.compiled, externs)
+            run = inst.exports(self._store)[RUN_EXPORT]
+            assert isinstance(run, wasmtime.Func)
+            found = self._runs[kernel.record.kernel_id] = export_call(run, self._store, RUN_EXPORT)
+        return found
+
+    def run(self, kernel: CompiledCpuKernel, buffers: InstanceBuffers, bound: dict[int, Buffer],
+            count: int) -> CpuRunResult:
+        """Run the kernel over [0, count) with every bound buffer CPU-current; commit or restore."""
+        rec = kernel.record
+        run = self._run_call(kernel)
+        started = time.perf_counter()
+        write_table(buffers, rec, bound)
+        saved = save_outputs(buffers, rec, bound, count) if rec.can_trap else []
+        try:
+            run(0, count)
+        except wasmtime.Trap as exc:
+            restore_outputs(buffers, rec, bound, saved)
+            return CpuRunResult(first_line(exc), time.perf_counter() - started)
+        for slot in rec.write_slots:
+            bound[slot].record.note_cpu_write(0, count)
+        return CpuRunResult("", time.perf_counter() - started)
+
+
+def write_table(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer]) -> None:
+    """(address, length) of each used slot's buffer into the accessor memory's kernel table."""
+    table = buffers.view()[rec.table_offset:rec.table_offset + 64].view(_TABLE_DTYPE)
+    for slot in rec.used_slots:
+        buf = bound[slot]
+        table[2 * slot] = buf.ptr
+        table[2 * slot + 1] = buf.length
+
+
+def save_outputs(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer],
+                 count: int) -> list[np.ndarray]:
+    return [buffers.cpu_bytes(bound[s])[:count * bound[s].stored_bytes].copy() for s in rec.write_slots]
+
+
+def restore_outputs(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer],
+                    saved: list[np.ndarray]) -> None:
+    for slot, data in zip(rec.write_slots, saved):
+        buffers.cpu_bytes(bound[slot])[:data.size] = data
