@@ -182,3 +182,18 @@ def test_versions_and_the_default_keep_the_reference(hosts):
 def test_bad_cpu_kernel_fields_name_the_field(field, value):
     with pytest.raises(ConfigError, match=field):
         Config(disabled=True, **{field: value})
+
+
+@pytest.mark.parametrize("threads", [1, 3, 7])
+def test_every_thread_count_gives_the_runners_bits(hosts, threads):
+    ref, _ = hosts
+    n = 100_000  # several pieces of cputhreads.MIN_PIECE
+    x64 = np.random.default_rng(5).integers(0, 2 ** 63, n, dtype=np.uint64)
+    x32 = np.tile(floats32(), n // 1000)
+    bad = np.arange(1, n + 1, dtype=np.int32)
+    bad[n - 7] = 0  # a trap in the last piece
+    with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=threads)) as host:
+        for name, inputs, expect in (("hash", [x64], "CPU"), ("fnan", [x32, np.zeros(n, np.float32)], "CPU"),
+                                     ("divide", [bad], "KERNEL_TRAP")):
+            same_as_runner((ref, host), name, inputs, expect)
+        assert (host.context.cpu_pool is not None) == (threads > 1)  # the range was split across threads

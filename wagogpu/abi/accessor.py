@@ -331,12 +331,14 @@ def _hook_imports() -> str:
     return "\n".join(rows)
 
 
-def accessor_wat() -> str:
-    """The accessor module's WAT text; compiled once per Host."""
+def accessor_wat(shared_pages: int = 0) -> str:
+    """The accessor module's WAT text; compiled once per Host. `shared_pages`: the memory is a shared
+    one of at most that many pages (CPU kernels on several threads reach it from several stores)."""
+    memory = f"(memory 1 {shared_pages} shared)" if shared_pages else "(memory 1)"
     return f"""(module
 {_gc_types()}
 {_hook_imports()}
-  (import "{HOOK_MODULE}" "memory" (memory 1))
+  (import "{HOOK_MODULE}" "memory" {memory})
   (func (export "getBuffer") (param $s i32) (result i32) (local $h i32)
     (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(Status.INVALID_STATE)}))
     (if (i32.ge_u (local.get $s) (i32.const {SLOT_COUNT})) (then {_trap(Status.INVALID_BINDING)}))

@@ -90,8 +90,10 @@ def _run_body(kernel_index: int, fuel: int, fuel_global: int) -> bytes:
     return enc.body((), code)
 
 
-def build_cpu_kernel(module: DecodedModule, kernel: KernelConfig, plan: KernelPlan) -> CpuKernelModule:
-    """The CPU module of an ELIGIBLE kernel; raises CompileError(UNSUPPORTED) for what it cannot carry."""
+def build_cpu_kernel(module: DecodedModule, kernel: KernelConfig, plan: KernelPlan,
+                     shared_pages: int = 0) -> CpuKernelModule:
+    """The CPU module of an ELIGIBLE kernel; raises CompileError(UNSUPPORTED) for what it cannot carry.
+    `shared_pages`: the buffer memory is a shared one of at most that many pages (several threads)."""
     start, _end = select_body(module, kernel)
     n_imports = len(module.func_imports)
     root = module.bodies.index((start, _end)) + n_imports
@@ -109,20 +111,20 @@ def build_cpu_kernel(module: DecodedModule, kernel: KernelConfig, plan: KernelPl
         guest_memory = -1
     buffer_memory = 1 if guest else 0
     fuel = lim.LOOP_BUDGET if any(r.loops for r in rewritten) else 0
-    wasm = _assemble(module, rewriter, rewritten, buffer_memory, guest, fuel)
+    wasm = _assemble(module, rewritten, buffer_memory, guest, fuel, shared_pages)
     return CpuKernelModule(kernel.id, wasm, guest_memory, KERNEL_TABLE_OFFSET, plan.used_slots,
                            tuple(sorted(plan.write_slots)), plan.error_word or bool(fuel) or guest)
 
 
-def _assemble(module: DecodedModule, rewriter: Rewriter, rewritten: list[FunctionRewrite], buffer_memory: int,
-              guest: bool, fuel: int) -> bytes:
+def _assemble(module: DecodedModule, rewritten: list[FunctionRewrite], buffer_memory: int,
+              guest: bool, fuel: int, shared_pages: int) -> bytes:
     types = [enc.func_type(*sig) if sig is not None else _PLACEHOLDER_TYPE for sig in module.types]
     run_type = len(types)
     types.append(enc.func_type(bytes([I32, I32]), b""))
     imports = [enc.memory_import(IMPORT_MODULE, GUEST_MEMORY)] if guest else []
-    imports.append(enc.memory_import(IMPORT_MODULE, BUFFER_MEMORY))
+    imports.append(enc.memory_import(IMPORT_MODULE, BUFFER_MEMORY, shared_pages))
     type_indices = [r.type_index for r in rewritten] + [run_type]
-    fuel_global = rewriter.FUEL_GLOBAL
+    fuel_global = Rewriter.FUEL_GLOBAL
     globals_ = [bytes([I32, 1]) + enc.i32_const(0) + enc.op("end")]  # the fuel, even when unused
     bodies = [r.encode(buffer_memory, fuel_global) for r in rewritten]
     bodies.append(_run_body(0, fuel, fuel_global))
@@ -135,8 +137,8 @@ def _assemble(module: DecodedModule, rewriter: Rewriter, rewritten: list[Functio
             + enc.section(enc.Section.CODE, enc.vector(bodies)))
 
 
-def cpu_kernel_module(source: bytes, kernel: KernelConfig, plan: KernelPlan) -> CpuKernelModule:
+def cpu_kernel_module(source: bytes, kernel: KernelConfig, plan: KernelPlan, shared_pages: int = 0) -> CpuKernelModule:
     """build_cpu_kernel over the module's bytes (the host's entry point: it keeps the plan, not the
     decoding)."""
     data = source if isinstance(source, bytes) else memoryview(source).tobytes()
-    return build_cpu_kernel(decode_module(data), kernel, plan)
+    return build_cpu_kernel(decode_module(data), kernel, plan, shared_pages)

@@ -70,8 +70,11 @@ def func_type(params: bytes, results: bytes) -> bytes:
     return bytes([FUNC_TYPE]) + uleb(len(params)) + params + uleb(len(results)) + results
 
 
-def memory_import(module: str, field: str) -> bytes:
-    """An imported 32-bit memory of at least 0 pages, no maximum: any unshared memory links."""
+def memory_import(module: str, field: str, shared_pages: int = 0) -> bytes:
+    """An imported 32-bit memory of at least 0 pages: with no maximum (any unshared memory links),
+    or shared with at most `shared_pages`."""
+    if shared_pages:
+        return name(module) + name(field) + b"\x02\x03\x00" + uleb(shared_pages)
     return name(module) + name(field) + b"\x02\x00\x00"
 
 

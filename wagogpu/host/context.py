@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import wasmtime
 
@@ -77,6 +77,7 @@ class RuntimeContext:
     modules: list[Module] = field(default_factory=list)
     definitions: HostDefinitions = field(default_factory=HostDefinitions)  # Host.define_func
     stopped: bool = False
+    cpu_pool: Any = None  # cputhreads.WorkerPool, made on the first CPU kernel run on several threads
 
     def __post_init__(self) -> None:
         cfg = self.config

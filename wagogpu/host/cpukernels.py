@@ -21,6 +21,8 @@ from ..compiler.contract import CompileError, KernelClass, KernelPlan
 from ..compiler.cpukernel import BUFFER_MEMORY, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, CpuKernelModule, cpu_kernel_module
 from ..config import KernelConfig
 from ._wasmtime import export_call
+from .context import RuntimeContext
+from .cputhreads import SHARED_PAGES, WorkerStores, cpu_thread_count, host_pool, pieces, run_piece, threaded
 from .engine import first_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,7 +52,8 @@ def compiled_cpu_kernel(module: Module, kernel: KernelConfig, plan: KernelPlan) 
     else:
         started = time.perf_counter()
         try:
-            record = cpu_kernel_module(module.wasm, kernel, plan)
+            shared = SHARED_PAGES if threaded(module.ctx.config) else 0
+            record = cpu_kernel_module(module.wasm, kernel, plan, shared)
             made = CompiledCpuKernel(record, wasmtime.Module(module.ctx.engine, record.wasm),
                                      time.perf_counter() - started)
         except CompileError as exc:
@@ -68,14 +71,21 @@ class CpuRunResult:
 
 
 class CpuKernelRunner:
-    """One guest instance's CPU kernels: an instance of each kernel's CPU module in its store."""
+    """One guest instance's CPU kernels: an instance of each kernel's CPU module in its store, and
+    in each worker store when they run on several threads (cputhreads.py)."""
 
-    def __init__(self, store: wasmtime.Store, accessor: wasmtime.Memory,
+    def __init__(self, ctx: RuntimeContext, store: wasmtime.Store, accessor: wasmtime.Memory | wasmtime.SharedMemory,
                  guest_memory: Callable[[int], wasmtime.Memory | wasmtime.SharedMemory]) -> None:
+        self._ctx = ctx
         self._store = store
         self._accessor = accessor
         self._guest_memory = guest_memory
         self._runs: dict[int, Callable[..., object]] = {}
+        self.threads = cpu_thread_count(ctx.config.cpu_threads)
+        self._workers = WorkerStores(ctx.engine, accessor) \
+            if isinstance(accessor, wasmtime.SharedMemory) and self.threads > 1 else None
+        # A limit that can interrupt any run (limits' call_timeout, fuel): outputs are always kept to restore.
+        self._interruptible = any(getattr(ctx.config, name, None) is not None for name in ("call_timeout", "fuel"))
 
     def _run_call(self, kernel: CompiledCpuKernel) -> Callable[..., object]:
         found = self._runs.get(kernel.record.kernel_id)
@@ -98,12 +108,18 @@ class CpuKernelRunner:
         run = self._run_call(kernel)
         started = time.perf_counter()
         write_table(buffers, rec, bound)
-        saved = save_outputs(buffers, rec, bound, count) if rec.can_trap else []
-        try:
-            run(0, count)
-        except wasmtime.Trap as exc:
+        saved = save_outputs(buffers, rec, bound, count) if rec.can_trap or self._interruptible else []
+        split = pieces(count, self.threads) if self._workers is not None and rec.guest_memory < 0 else [(0, count)]
+        if len(split) == 1:
+            traps = [run_piece(run, 0, count)]
+        else:
+            others = self._workers.runs(rec.kernel_id, kernel.compiled, RUN_EXPORT, len(split) - 1) \
+                if self._workers is not None else []
+            traps = host_pool(self._ctx).run([(r, s, e) for r, (s, e) in zip([run, *others], split)])
+        trapped = next((t for t in traps if t), "")
+        if trapped:
             restore_outputs(buffers, rec, bound, saved)
-            return CpuRunResult(first_line(exc), time.perf_counter() - started)
+            return CpuRunResult(trapped, time.perf_counter() - started)
         for slot in rec.write_slots:
             bound[slot].record.note_cpu_write(0, count)
         return CpuRunResult("", time.perf_counter() - started)
