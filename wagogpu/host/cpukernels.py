@@ -110,13 +110,11 @@ class CpuKernelRunner:
         write_table(buffers, rec, bound)
         saved = save_outputs(buffers, rec, bound, count) if rec.can_trap or self._interruptible else []
         split = pieces(count, self.threads) if self._workers is not None and rec.guest_memory < 0 else [(0, count)]
-        if len(split) == 1:
-            traps = [run_piece(run, 0, count)]
+        if len(split) == 1 or self._workers is None:
+            trapped = run_piece(run, 0, count)
         else:
-            others = self._workers.runs(rec.kernel_id, kernel.compiled, RUN_EXPORT, len(split) - 1) \
-                if self._workers is not None else []
-            traps = host_pool(self._ctx).run([(r, s, e) for r, (s, e) in zip([run, *others], split)])
-        trapped = next((t for t in traps if t), "")
+            others = self._workers.runs(rec.kernel_id, kernel.compiled, RUN_EXPORT, min(self.threads, len(split)) - 1)
+            trapped = host_pool(self._ctx).run([run, *others], split)
         if trapped:
             restore_outputs(buffers, rec, bound, saved)
             return CpuRunResult(trapped, time.perf_counter() - started)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Iterator
 
 import wasmtime
 
@@ -23,6 +23,7 @@ from ._wasmtime import export_call
 from .context import RuntimeContext
 from .engine import first_line
 
+PIECES_PER_THREAD = 4
 MIN_PIECE = 16384  # elements below which another thread costs more than it saves (a thread hop is ~10-50 us)
 SHARED_PAGES = 65536  # the shared accessor memory's maximum (4 GiB of address space, reserved not used)
 
@@ -52,8 +53,9 @@ def host_pool(ctx: RuntimeContext) -> WorkerPool:
 
 
 def pieces(count: int, threads: int) -> list[tuple[int, int]]:
-    """[start, end) of each piece of [0, count): at most `threads`, none below MIN_PIECE but one."""
-    k = max(1, min(threads, count // MIN_PIECE))
+    """[start, end) of each piece of [0, count): PIECES_PER_THREAD per thread (uneven work, such as
+    Mandelbrot's rows, evens out as threads take the next piece), none below MIN_PIECE but one."""
+    k = max(1, min(threads * PIECES_PER_THREAD, count // MIN_PIECE))
     bounds = [count * i // k for i in range(k + 1)]
     return list(zip(bounds[:-1], bounds[1:]))
 
@@ -65,15 +67,29 @@ class WorkerPool:
         self.threads = threads
         self._executor = ThreadPoolExecutor(max(1, threads - 1), thread_name_prefix="wagogpu-cpu")
 
-    def run(self, calls: list[tuple[Run, int, int]]) -> list[str]:
-        """Each (run, start, end) on a thread of its own but the first, which runs here; the first
-        line of each piece's trap, "" for a piece that finished."""
-        futures = [self._executor.submit(run_piece, run, s, e) for run, s, e in calls[1:]]
-        first = run_piece(*calls[0])
-        return [first] + [f.result() for f in futures]
+    def run(self, runs: list[Run], work: list[tuple[int, int]]) -> str:
+        """The pieces of `work`, taken in turn by one thread per run (runs[0] on this thread, each
+        other run on a pool thread); the first line of the first trap, "" when every piece finished
+        (after a trap no thread takes another piece)."""
+        queue = iter(work)  # next() on a list iterator is atomic under the GIL
+        traps: list[str] = []
+        futures = [self._executor.submit(_drain, run, queue, traps) for run in runs[1:]]
+        _drain(runs[0], queue, traps)
+        for f in futures:
+            f.result()
+        return traps[0] if traps else ""
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+
+
+def _drain(run: Run, queue: Iterator[tuple[int, int]], traps: list[str]) -> None:
+    for start, end in queue:
+        if traps:
+            return
+        trapped = run_piece(run, start, end)
+        if trapped:
+            traps.append(trapped)
 
 
 def run_piece(run: Run, start: int, end: int) -> str:
