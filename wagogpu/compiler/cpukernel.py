@@ -33,7 +33,7 @@ from . import reader as lim
 from . import wasmencode as enc
 from .buffer import select_body
 from .contract import CompileError, CompileErrorKind, KernelPlan
-from .cpurewrite import FunctionRewrite, Rewriter
+from .cpurewrite import TEMP_TYPES, FunctionRewrite, Rewriter, zero_value
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
 
@@ -78,16 +78,31 @@ def _closure(module: DecodedModule, root: int) -> list[int]:
     return order
 
 
-def _run_body(kernel_index: int, fuel: int, fuel_global: int) -> bytes:
-    """run(start, end): for i in [start, end): fuel = budget; kernel(i)."""
+RUN_LOCALS = 2  # run's parameters: start (the loop's counter) and end
+
+
+def _run_body(kernel: FunctionRewrite, buffer_memory: int, fuel: int, fuel_global: int) -> bytes:
+    """run(start, end): for i in [start, end): fuel = budget; kernel(i). The kernel's body is
+    inlined in the loop where it can be (a call per element costs about as much as a short
+    kernel): its locals then follow run's, param first, re-zeroed per element as a call would."""
     g, s = enc.local, enc.op
     reset = s("i32.const", enc.sleb(fuel)) + s("global.set", enc.uleb(fuel_global)) if fuel else b""
+    groups: list[tuple[int, int]] = []
+    if kernel.inlinable:
+        first = RUN_LOCALS + 1
+        zero = b"".join(zero_value(t) + g("local.set", first + k) for k, t in enumerate(
+            t for n, t in kernel.declared for _ in range(n)))
+        element = (g("local.get", 0) + g("local.set", RUN_LOCALS) + zero + s("block", b"\x40")
+                   + kernel.code_bytes(buffer_memory, fuel_global, RUN_LOCALS))  # its final end closes the block
+        groups = [(1, I32), *kernel.declared, *((1, t) for t in TEMP_TYPES)]
+    else:
+        element = g("local.get", 0) + s("call", enc.uleb(0))
     code = (s("block", b"\x40") + s("loop", b"\x40")
             + g("local.get", 0) + g("local.get", 1) + s("i32.ge_u") + s("br_if", enc.uleb(1))
-            + reset + g("local.get", 0) + s("call", enc.uleb(kernel_index))
+            + reset + element
             + g("local.get", 0) + enc.i32_const(1) + s("i32.add") + g("local.set", 0)
             + s("br", enc.uleb(0)) + s("end") + s("end") + s("end"))
-    return enc.body((), code)
+    return enc.body(groups, code)
 
 
 def build_cpu_kernel(module: DecodedModule, kernel: KernelConfig, plan: KernelPlan,
@@ -127,7 +142,7 @@ def _assemble(module: DecodedModule, rewritten: list[FunctionRewrite], buffer_me
     fuel_global = Rewriter.FUEL_GLOBAL
     globals_ = [bytes([I32, 1]) + enc.i32_const(0) + enc.op("end")]  # the fuel, even when unused
     bodies = [r.encode(buffer_memory, fuel_global) for r in rewritten]
-    bodies.append(_run_body(0, fuel, fuel_global))
+    bodies.append(_run_body(rewritten[0], buffer_memory, fuel, fuel_global))
     export = enc.name(RUN_EXPORT) + b"\x00" + enc.uleb(len(rewritten))
     return (enc.HEADER + enc.section(enc.Section.TYPE, enc.vector(types))
             + enc.section(enc.Section.IMPORT, enc.vector(imports))

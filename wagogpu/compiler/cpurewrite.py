@@ -20,7 +20,9 @@ from .opnames import Instruction, skip_locals, walk
 from .reader import Reader, ReaderError
 
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED
-OP_CALL, OP_LOOP, OP_GLOBAL_GET = 0x10, 0x03, 0x23
+OP_CALL, OP_LOOP, OP_GLOBAL_GET, OP_RETURN = 0x10, 0x03, 0x23, 0x0F
+LOCAL_OPS = frozenset((0x20, 0x21, 0x22))
+MAX_INLINE_LOCALS = 64  # locals run's loop re-zeroes per element before an inlined kernel body
 LOADS = range(0x28, 0x36)
 STORES = range(0x36, 0x3F)
 # Instructions a CPU kernel does not carry (the GPU compiler refuses most of them already).
@@ -33,6 +35,12 @@ VALUE_TEMP = {I32: 2, I64: 3, F32: 4, F64: 5}
 _CONST = {I32: ("i32.const", lambda v: enc.sleb(_signed(v, 32))), I64: ("i64.const", lambda v: enc.sleb(_signed(v, 64))),
           F32: ("f32.const", lambda v: struct.pack("<I", v & 0xFFFFFFFF)),
           F64: ("f64.const", lambda v: struct.pack("<Q", v & 0xFFFFFFFFFFFFFFFF))}
+
+
+def zero_value(value_type: int) -> bytes:
+    """The constant instruction of 0 (or +0.0) of a numeric value type."""
+    mnemonic, imm = _CONST[value_type]
+    return enc.op(mnemonic, imm(0))
 
 
 def _signed(value: int, bits: int) -> int:
@@ -55,20 +63,37 @@ class FunctionRewrite:
     local_groups: int
     first_temp: int  # index of the first appended temporary
     code: tuple[int, int]  # [start, end) of the instructions
+    declared: list[tuple[int, int]] = field(default_factory=list)  # (count, type) of each local group
     memory_access: bool = False
     memories: set[int] = field(default_factory=set)
     loops: bool = False
 
-    def encode(self, buffer_memory: int, fuel_global: int) -> bytes:
+    def code_bytes(self, buffer_memory: int, fuel_global: int, shift: int = 0) -> bytes:
+        """The rewritten instructions; `shift` > 0: inlined in run's loop (Rewriter.inlined), where
+        local j is local j + shift and a `return` leaves the wrapping block."""
         rw = self.rewriter
         start, end = self.code
         data = rw.module.source
         out = bytearray()
         for ins, nxt in _spans(data, start, end):
-            out += rw.instruction(ins, data[ins.at:nxt], self.first_temp, buffer_memory, fuel_global)
+            if shift and ins.opcode in LOCAL_OPS:
+                out += enc.local(ins.name, ins.index + shift)
+            elif shift and ins.opcode == OP_RETURN:
+                out += enc.op("br", enc.uleb(ins.depth))
+            else:
+                out += rw.instruction(ins, data[ins.at:nxt], self.first_temp + shift, buffer_memory, fuel_global)
+        return bytes(out)
+
+    def encode(self, buffer_memory: int, fuel_global: int) -> bytes:
+        out = self.code_bytes(buffer_memory, fuel_global)
         groups = enc.uleb(self.local_groups + len(TEMP_TYPES)) + self.locals_bytes + b"".join(
             b"\x01" + bytes([t]) for t in TEMP_TYPES)
-        return enc.uleb(len(groups) + len(out)) + groups + bytes(out)
+        return enc.uleb(len(groups) + len(out)) + groups + out
+
+    @property
+    def inlinable(self) -> bool:
+        """Whether run's loop can hold this (i32) -> () body: few plain numeric locals to re-zero."""
+        return sum(n for n, _ in self.declared) <= MAX_INLINE_LOCALS and all(t in _CONST for _, t in self.declared)
 
 
 def _spans(data: bytes, start: int, end: int) -> Iterator[tuple[Instruction, int]]:
@@ -112,14 +137,12 @@ class Rewriter:
             raise _refuse("a function without a function type")
         r = Reader(m.source, start, end)
         groups = r.count()
-        declared = 0
-        for _ in range(groups):
-            declared += r.u32()
-            r.byte()
+        local_groups = [(r.u32(), r.byte()) for _ in range(groups)]
+        declared = sum(n for n, _ in local_groups)
         code = r.pos
         count_bytes = len(enc.uleb(groups))
         fr = FunctionRewrite(self, index, m.functions[index - n_imports], m.source[start + count_bytes:code], groups,
-                             len(sig[0]) + declared, (code, end))
+                             len(sig[0]) + declared, (code, end), local_groups)
         for ins, nxt in _spans(m.source, code, end):
             self._note(fr, ins)
         return fr
