@@ -12,6 +12,7 @@ from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
 from .calls import U32, Handlers, ImportCall, ImportGroup, ImportScope
 from .cpukernels import compiled_cpu_kernel
+from .placement import MEASURED, Where, observe, place
 
 # Members bound once: enum attribute access costs ~0.16 us per read on Python 3.11.
 _OK = Status.OK
@@ -22,6 +23,7 @@ _PUBLISHED = DispatchEnd.PUBLISHED
 _REFUSED = DispatchEnd.REFUSED
 _INVALID = KernelClass.INVALID
 _REJECTED = KernelClass.REJECTED
+_ON_GPU = Where.GPU
 # A kernel the GPU ran and found trapping traps on the CPU too: straight to the guest's runner.
 KERNEL_ERRORS = frozenset((ReasonCode.KERNEL_TRAP, ReasonCode.LOOP_BUDGET, ReasonCode.INDEX_RANGE))
 
@@ -39,6 +41,7 @@ class KernelEntry:
     dispatch_plan: DispatchPlan | None  # None: no pipeline for it on this device
     gpu_ready: bool  # every fixed GPU check passes: only min_elements and the device's state remain
     min_elements: int
+    measured: bool = False  # Config.placement == "measured" and a CPU kernel may run it: ask place() always
 
 
 Checked = tuple[KernelEntry, dict[int, Buffer]]
@@ -77,16 +80,20 @@ class DispatchImport(ImportGroup):
             return self._finish(call, Status.CANCELLED)
         ctx = self.ctx
         dispatch_plan = entry.dispatch_plan
-        if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable:
-            reason_code, reason = _NONE, ""  # what gpu_decision answers once the fixed checks passed
+        if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable and not entry.measured:
+            where, reason_code, reason = _ON_GPU, _NONE, ""  # what place() answers once the fixed checks passed
         else:
-            reason_code, reason = ctx.gpu_decision(self.module, entry.kernel, entry.plan, count)
-        if reason_code is _NONE and dispatch_plan is not None:
+            placed = place(ctx, self.module, entry.kernel, entry.plan, count, bound)
+            where, reason_code, reason = placed.where, placed.reason_code, placed.reason
+        if where is _ON_GPU and dispatch_plan is not None:
             memory = dispatch_plan.memory
             span = self.scope.guest_memory(memory) if memory >= 0 and self.scope.guest_memory else None
             result = ctx.dispatcher.run(self.buffers, dispatch_plan, bound, count, call.deadline, call.op, span)
             if result.end is _PUBLISHED:
-                return self._finish(call, _OK, outcome=_GPU)
+                status = self._finish(call, _OK, outcome=_GPU)
+                if entry.measured:
+                    observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op.total)
+                return status
             if result.end is _REFUSED:
                 return self._finish(call, result.status)
             reason_code, reason = result.reason_code, result.reason
@@ -143,7 +150,8 @@ class DispatchImport(ImportGroup):
             return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_ERROR, reason=plan.reason)
         entry = self._entries[kernel_id] = KernelEntry(
             kernel, plan, tuple((b.slot, int(b.type)) for b in kernel.bindings), self.module.dispatch_plans.get(kernel_id),
-            self._gpu_ready(kernel, plan), kernel.min_elements)
+            self._gpu_ready(kernel, plan), kernel.min_elements,
+            self.ctx.config.placement == MEASURED and self.scope.cpu_kernels is not None)
         return entry
 
     def _gpu_ready(self, kernel: KernelConfig, plan: KernelPlan) -> bool:
@@ -181,7 +189,7 @@ class DispatchImport(ImportGroup):
         publishes nothing and answers 1 (KERNEL_TRAP); a kernel without one answers 1 as before."""
         compiled = compiled_cpu_kernel(self.module, entry.kernel, entry.plan)
         if isinstance(compiled, str):  # outside the subset, or a construct the CPU backend does not carry
-            if entry.plan.cls is _REJECTED:
+            if entry.plan.cls is _REJECTED or reason_code is _NONE:
                 return self._fall_back(call, entry.kernel, bound, ReasonCode.UNSUPPORTED_KERNEL, compiled)
             return self._fall_back(call, entry.kernel, bound, reason_code, f"{reason}; no CPU kernel: {compiled}")
         status = self._cpu_current(call, entry.kernel, bound, reason)
@@ -192,4 +200,7 @@ class DispatchImport(ImportGroup):
         if result.trapped:
             return self._finish(call, Status.CPU_FALLBACK, reason_code=ReasonCode.KERNEL_TRAP,
                                 reason=f"the CPU kernel trapped ({result.trapped}); nothing was committed")
-        return self._finish(call, _OK, outcome=Outcome.CPU)
+        status = self._finish(call, _OK, outcome=Outcome.CPU)
+        if entry.measured:
+            observe(self.ctx, self.module, entry.kernel.id, Where.CPU, count, call.op.total)
+        return status
