@@ -197,3 +197,18 @@ def test_every_thread_count_gives_the_runners_bits(hosts, threads):
                                      ("divide", [bad], "KERNEL_TRAP")):
             same_as_runner((ref, host), name, inputs, expect)
         assert (host.context.cpu_pool is not None) == (threads > 1)  # the range was split across threads
+
+
+def test_json_config_and_cli_surface(capsys):
+    from wagogpu.cli import main
+    from wagogpu.config import config_from_json
+
+    cfg = config_from_json({"disabled": True, "cpu_kernels": True, "cpu_threads": 3, "placement": "measured"})
+    assert (cfg.cpu_kernels, cfg.cpu_threads, cfg.placement) == (True, 3, "measured")
+    with pytest.raises(ConfigError, match="placement"):
+        config_from_json({"disabled": True, "placement": 3})
+    assert main(["demo", "--cpu", "--cpu-kernels"]) == 0
+    out = capsys.readouterr().out
+    assert "mode: CPU kernels on" in out and "CPU kernel (compiled Wasm)" in out and "8 as CPU kernels" in out
+    assert main(["info"]) == 0
+    assert "CPU threads: " in capsys.readouterr().out

@@ -87,6 +87,8 @@ class Instance:
         accessor = self._accessor_instance(scope, hooks, memory)
         linker = self._linker(scope, accessor.exports(self._store), handlers, LegacyRunner(scope).handlers(),
                               with_wasi)
+        if ctx.config.cpu_kernels:  # from the start function on; guest-memory kernels once exports exist
+            scope.cpu_kernels = CpuKernelRunner(ctx, self._store, memory, self._memory)
         with ctx.lock:
             ctx.instances[self.id] = self
         self._instantiate(linker)
@@ -145,8 +147,6 @@ class Instance:
         store = self._store
         self._scope.own_memory = lambda name: own_memory(self.exports.get(name), store)
         self._scope.guest_memory = self._guest_memory_span
-        if self.ctx.config.cpu_kernels:
-            self._scope.cpu_kernels = CpuKernelRunner(self.ctx, store, self._accessor_memory, self._memory)
 
     @property
     def store(self) -> wasmtime.Store:
