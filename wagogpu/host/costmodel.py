@@ -8,9 +8,11 @@ so each (kernel, device) pair keeps its own least-squares line over its recent d
 (exponentially weighted, so a device that got slower or faster is followed). A buffer whose only
 current copy is on the other device must move first: that is priced per byte at each direction's
 rate, learned from the copies the residency layer made (TransferCounters) and started at a
-conservative default. Exploration is bounded: each device is tried until it has MIN_SAMPLES
-dispatches, then the other device only every EXPLORE_EVERY dispatches, and only while its
-prediction is within EXPLORE_RATIO of the chosen one's.
+conservative default. A device's first dispatch of a kernel is not a sample (it compiles the CPU
+module or meets a cold pipeline). Exploration is bounded: each device is tried until it has
+MIN_SAMPLES samples and once in every size band (a factor of 4 in elements) it has none in, so a
+line fitted at small counts is not stretched to large ones unseen; beyond that the other device
+only every EXPLORE_EVERY dispatches, and only while its prediction is within EXPLORE_RATIO.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import enum
 from dataclasses import dataclass, field
 
 DECAY = 0.9  # weight kept by older dispatches at each new one (about the last 10 count)
-MIN_SAMPLES = 3
+MIN_SAMPLES = 2
 EXPLORE_EVERY = 32
 EXPLORE_RATIO = 4.0
 DEFAULT_NS_PER_BYTE = 1.0  # a copy between device and host before any was measured
@@ -29,11 +31,17 @@ class Device(enum.StrEnum):
     CPU = "CPU"
 
 
+def band(elements: int) -> int:
+    return max(elements, 1).bit_length() // 2
+
+
 @dataclass
 class LinearCost:
     """Weighted least squares of seconds over elements: the sums of its normal equations."""
 
     samples: int = 0
+    seen_first: bool = False  # the cold first dispatch went by
+    bands: set[int] = field(default_factory=set)  # size bands (factors of 4) it has samples in
     w: float = 0.0
     sx: float = 0.0
     sy: float = 0.0
@@ -41,7 +49,11 @@ class LinearCost:
     sxy: float = 0.0
 
     def add(self, elements: int, seconds: float) -> None:
+        if not self.seen_first:
+            self.seen_first = True
+            return
         self.samples += 1
+        self.bands.add(band(elements))
         x = float(elements)
         self.w = self.w * DECAY + 1.0
         self.sx = self.sx * DECAY + x
@@ -72,25 +84,30 @@ class KernelModel:
 
     lines: dict[Device, LinearCost] = field(default_factory=lambda: {d: LinearCost() for d in Device})
     decisions: int = 0
-    last: list[tuple[int, str, str]] = field(default_factory=list)  # (count, device, why), newest last
+    # (count, device, predicted seconds there, predicted on the other; -1: exploring), newest last
+    last: list[tuple[int, Device, float, float]] = field(default_factory=list)
 
-    def choose(self, elements: int, copy_seconds: dict[Device, float]) -> tuple[Device, str]:
-        """The device predicted faster (copies included), or the one to explore, and why."""
+    def choose(self, elements: int, copy_gpu: float, copy_cpu: float) -> Device:
+        """The device predicted faster (copies to it included), or the one to explore."""
         self.decisions += 1
-        for device in Device:
-            if self.lines[device].samples < MIN_SAMPLES:
-                return self._note(elements, device, "exploring")
-        cost = {d: self.lines[d].predict(elements) + copy_seconds.get(d, 0.0) for d in Device}
-        best = min(cost, key=lambda d: cost[d])
-        other = Device.CPU if best is Device.GPU else Device.GPU
-        if self.decisions % EXPLORE_EVERY == 0 and cost[other] <= EXPLORE_RATIO * cost[best]:
-            return self._note(elements, other, "exploring")
-        return self._note(elements, best, f"predicted {cost[best] * 1e6:.1f} us against {cost[other] * 1e6:.1f} us")
+        gpu, cpu = self.lines[Device.GPU], self.lines[Device.CPU]
+        b = band(elements)
+        for device, line in ((Device.GPU, gpu), (Device.CPU, cpu)):
+            if line.samples < MIN_SAMPLES or b not in line.bands:
+                return self._note(elements, device, -1.0, -1.0)
+        on_gpu, on_cpu = gpu.predict(elements) + copy_gpu, cpu.predict(elements) + copy_cpu
+        best, other = (Device.GPU, Device.CPU) if on_gpu <= on_cpu else (Device.CPU, Device.GPU)
+        low, high = min(on_gpu, on_cpu), max(on_gpu, on_cpu)
+        if self.decisions % EXPLORE_EVERY == 0 and high <= EXPLORE_RATIO * low:
+            return self._note(elements, other, -1.0, -1.0)
+        return self._note(elements, best, low, high)
 
-    def _note(self, elements: int, device: Device, why: str) -> tuple[Device, str]:
-        self.last.append((elements, str(device), why))
-        del self.last[:-8]
-        return device, why
+    def _note(self, elements: int, device: Device, there: float, other: float) -> Device:
+        last = self.last
+        last.append((elements, device, there, other))
+        if len(last) > 16:
+            del last[:-8]
+        return device
 
     def report(self) -> dict[str, object]:
         """The model as the snapshot shows it: each device's line and the last decisions."""
@@ -99,7 +116,8 @@ class KernelModel:
             fixed, slope = line.line()
             out[str(device)] = {"samples": line.samples, "fixed_us": fixed * 1e6, "ns_per_element": slope * 1e9}
         out["decisions"] = self.decisions
-        out["last"] = list(self.last)
+        out["last"] = [{"elements": n, "device": str(d), "why": "exploring" if t < 0 else
+                        f"predicted {t * 1e6:.1f} us against {o * 1e6:.1f} us"} for n, d, t, o in self.last[-8:]]
         return out
 
 

@@ -49,9 +49,12 @@ def place(ctx: RuntimeContext, module: Module, kernel: KernelConfig, plan: Kerne
     code, reason = ctx.gpu_decision(module, kernel, plan, count)
     cfg = ctx.config
     cpu = cfg.cpu_kernels and plan.cls is KernelClass.ELIGIBLE
-    if cfg.placement == MEASURED and cpu and code in (ReasonCode.NONE, ReasonCode.BELOW_THRESHOLD):
-        gpu_code, _ = ctx.gpu_decision(module, kernel, plan, max(count, kernel.min_elements))
-        if gpu_code is ReasonCode.NONE:
+    if cfg.placement == MEASURED and cpu:
+        if code is ReasonCode.BELOW_THRESHOLD:  # min_elements aside, could the GPU run it?
+            code, reason = ctx.gpu_decision(module, kernel, plan, kernel.min_elements)
+            if code is not ReasonCode.NONE:
+                return Placement(Where.CPU, code, reason)
+        if code is ReasonCode.NONE:
             return _measured(ctx, module, kernel, count, bound)
     if code is ReasonCode.NONE:
         return Placement(Where.GPU)
@@ -60,18 +63,21 @@ def place(ctx: RuntimeContext, module: Module, kernel: KernelConfig, plan: Kerne
 
 def _measured(ctx: RuntimeContext, module: Module, kernel: KernelConfig, count: int,
               bound: dict[int, Buffer] | None) -> Placement:
-    model = ctx.costs.model(module.id, kernel.id)
-    copies = {Device.CPU: 0.0, Device.GPU: 0.0}
+    costs = ctx.costs
+    to_cpu = to_gpu = 0
     for buf in (bound or {}).values():
         flags = buf.record.flags
         if not flags & acc.CPU_CURRENT:
-            copies[Device.CPU] += ctx.costs.copy_seconds(Device.CPU, buf.nbytes)
+            to_cpu += buf.nbytes
         if not flags & acc.GPU_CURRENT:
-            copies[Device.GPU] += ctx.costs.copy_seconds(Device.GPU, buf.gpu_bytes)
-    device, why = model.choose(count, copies)
-    if device is Device.GPU:
-        return Placement(Where.GPU)
-    return Placement(Where.CPU, ReasonCode.NONE, f"measured placement: {why}")
+            to_gpu += buf.gpu_bytes
+    device = costs.model(module.id, kernel.id).choose(
+        count, costs.copy_seconds(Device.GPU, to_gpu), costs.copy_seconds(Device.CPU, to_cpu))
+    return _ON_GPU if device is Device.GPU else _ON_CPU
+
+
+_ON_GPU = Placement(Where.GPU)
+_ON_CPU = Placement(Where.CPU, ReasonCode.NONE, "")
 
 
 def observe(ctx: RuntimeContext, module: Module, kernel_id: int, where: Where, count: int, seconds: float) -> None:
