@@ -11,7 +11,9 @@ four things change (rewrite.py does it per instruction):
   buffer's address and length before the run;
 * `call readBuffer<T>` / `writeBuffer<T>` check the index against the row's length (a trap, as
   the accessor's own check traps) and load or store at address + index * size;
-* `global.get` of an immutable constant global becomes the constant;
+* `global.get` of an immutable constant global becomes the constant; the guest's stack-pointer
+  global (the one mutable global the GPU compiler accepts) is imported from the guest, so frames of
+  -O0 and Debug code live below the guest's own stack pointer, as in its runner;
 * each `loop` head spends one unit of a per-invocation fuel global (the GPU's loop budget), so a
   loop past its budget traps here as its invocation raises the error word there.
 
@@ -19,9 +21,8 @@ What the GPU compiler already proved is relied on: handles only come from getBuf
 constant declared slot, writes happen at the invocation's own index, and no slot that is written
 is read at another element (so any split of the range gives the same bytes). Guest-memory loads
 read the guest's memory itself, imported as memory 0; the buffers are then memory 1. What the
-rewrite does not carry (mutable globals such as a shadow-stack pointer, stores to guest memory,
-F16 buffers, table or bulk-memory instructions) raises CompileError(UNSUPPORTED) naming it, and
-the kernel stays with the guest's runner.
+rewrite does not carry (F16 buffers, table or bulk-memory instructions, a second mutable global)
+raises CompileError(UNSUPPORTED) naming it, and the kernel stays with the guest's runner.
 """
 from __future__ import annotations
 
@@ -37,12 +38,13 @@ from .cpurewrite import TEMP_TYPES, FunctionRewrite, Rewriter, zero_value
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
 
-__all__ = ["CpuKernelModule", "IMPORT_MODULE", "GUEST_MEMORY", "BUFFER_MEMORY", "RUN_EXPORT",
+__all__ = ["CpuKernelModule", "IMPORT_MODULE", "GUEST_MEMORY", "BUFFER_MEMORY", "STACK_POINTER", "RUN_EXPORT",
            "build_cpu_kernel", "cpu_kernel_module"]
 
 IMPORT_MODULE = "wagogpu:cpu"
 GUEST_MEMORY = "guest"
 BUFFER_MEMORY = "buffers"
+STACK_POINTER = "stack_pointer"
 RUN_EXPORT = "run"  # run(start, end): the kernel for every index in [start, end)
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED
 _PLACEHOLDER_TYPE = enc.func_type(b"", b"")  # stands for a GC type no kernel can use
@@ -59,6 +61,7 @@ class CpuKernelModule:
     used_slots: tuple[int, ...]  # slots the body reads or writes
     write_slots: tuple[int, ...]
     can_trap: bool  # a trap may stop it midway: the host keeps the written buffers' bytes to restore
+    stack_pointer: int = -1  # the guest global it imports as its stack pointer (STACK_POINTER); -1: none
 
 
 def _closure(module: DecodedModule, root: int) -> list[int]:
@@ -126,20 +129,23 @@ def build_cpu_kernel(module: DecodedModule, kernel: KernelConfig, plan: KernelPl
         guest_memory = -1
     buffer_memory = 1 if guest else 0
     fuel = lim.LOOP_BUDGET if any(r.loops for r in rewritten) else 0
-    wasm = _assemble(module, rewritten, buffer_memory, guest, fuel, shared_pages)
+    wasm = _assemble(module, rewriter, rewritten, buffer_memory, guest, fuel, shared_pages)
     return CpuKernelModule(kernel.id, wasm, guest_memory, KERNEL_TABLE_OFFSET, plan.used_slots,
-                           tuple(sorted(plan.write_slots)), plan.error_word or bool(fuel) or guest)
+                           tuple(sorted(plan.write_slots)), plan.error_word or bool(fuel) or guest,
+                           rewriter.stack_pointer)
 
 
-def _assemble(module: DecodedModule, rewritten: list[FunctionRewrite], buffer_memory: int,
+def _assemble(module: DecodedModule, rewriter: Rewriter, rewritten: list[FunctionRewrite], buffer_memory: int,
               guest: bool, fuel: int, shared_pages: int) -> bytes:
     types = [enc.func_type(*sig) if sig is not None else _PLACEHOLDER_TYPE for sig in module.types]
     run_type = len(types)
     types.append(enc.func_type(bytes([I32, I32]), b""))
     imports = [enc.memory_import(IMPORT_MODULE, GUEST_MEMORY)] if guest else []
     imports.append(enc.memory_import(IMPORT_MODULE, BUFFER_MEMORY, shared_pages))
+    if rewriter.stack_pointer >= 0:
+        imports.append(enc.name(IMPORT_MODULE) + enc.name(STACK_POINTER) + bytes([0x03, I32, 1]))
     type_indices = [r.type_index for r in rewritten] + [run_type]
-    fuel_global = Rewriter.FUEL_GLOBAL
+    fuel_global = 1 if rewriter.stack_pointer >= 0 else 0  # defined after the imported stack pointer
     globals_ = [bytes([I32, 1]) + enc.i32_const(0) + enc.op("end")]  # the fuel, even when unused
     bodies = [r.encode(buffer_memory, fuel_global) for r in rewritten]
     bodies.append(_run_body(rewritten[0], buffer_memory, fuel, fuel_global))
@@ -150,6 +156,16 @@ def _assemble(module: DecodedModule, rewritten: list[FunctionRewrite], buffer_me
             + enc.section(enc.Section.GLOBAL, enc.vector(globals_))
             + enc.section(enc.Section.EXPORT, enc.vector([export]))
             + enc.section(enc.Section.CODE, enc.vector(bodies)))
+
+
+def mutable_i32_globals(source: bytes) -> tuple[int, ...]:
+    """The globals a CPU kernel may import from its guest (a shadow-stack pointer is one of them):
+    the host exports them from the guest under internal names."""
+    try:
+        globals_ = decode_module(source).statics.globals
+    except CompileError:
+        return ()
+    return tuple(i for i, g in enumerate(globals_) if g.mutable and g.type == I32)
 
 
 def cpu_kernel_module(source: bytes, kernel: KernelConfig, plan: KernelPlan, shared_pages: int = 0) -> CpuKernelModule:

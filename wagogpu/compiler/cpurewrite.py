@@ -20,13 +20,14 @@ from .opnames import Instruction, skip_locals, walk
 from .reader import Reader, ReaderError
 
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED
-OP_CALL, OP_LOOP, OP_GLOBAL_GET, OP_RETURN = 0x10, 0x03, 0x23, 0x0F
+OP_CALL, OP_LOOP, OP_GLOBAL_GET, OP_GLOBAL_SET, OP_RETURN = 0x10, 0x03, 0x23, 0x24, 0x0F
+STACK_POINTER_GLOBAL = 0  # in the CPU module: the guest's stack pointer, imported first
 LOCAL_OPS = frozenset((0x20, 0x21, 0x22))
 MAX_INLINE_LOCALS = 64  # locals run's loop re-zeroes per element before an inlined kernel body
 LOADS = range(0x28, 0x36)
 STORES = range(0x36, 0x3F)
 # Instructions a CPU kernel does not carry (the GPU compiler refuses most of them already).
-REFUSED = frozenset(("call_indirect", "return_call", "return_call_indirect", "global.set", "table.get",
+REFUSED = frozenset(("call_indirect", "return_call", "return_call_indirect", "table.get",
                      "table.set", "memory.size", "memory.grow", "ref.func", "memory.init", "data.drop",
                      "memory.copy", "memory.fill", "table.init", "elem.drop", "table.copy", "table.grow",
                      "table.size", "table.fill"))
@@ -113,7 +114,7 @@ def _spans(data: bytes, start: int, end: int) -> Iterator[tuple[Instruction, int
 class Rewriter:
     """The rewriting of a kernel's functions against one decoded module."""
 
-    FUEL_GLOBAL = 0
+    stack_pointer = -1  # the guest global the kernel moves (its shadow-stack pointer); -1: none
 
     def __init__(self, module: DecodedModule, index_of: dict[int, int], table_offset: int) -> None:
         self.module = module
@@ -151,17 +152,27 @@ class Rewriter:
         if ins.name.startswith("0x") or ins.name in REFUSED:
             raise _refuse(ins.name)
         op = ins.opcode
-        if op in STORES:
-            raise _refuse("a store to guest memory")
-        if op in LOADS:
+        if op in LOADS or op in STORES:  # the GPU compiler let stores through only into the shadow stack
             fr.memory_access = True
             fr.memories.add(_memarg(self.module.source, ins.at)[0])
         elif op == OP_LOOP:
             fr.loops = True
-        elif op == OP_GLOBAL_GET:
-            self._constant_global(ins.index)
+        elif op == OP_GLOBAL_GET or op == OP_GLOBAL_SET:
+            self._global(op, ins.index)
         elif op == OP_CALL and ins.index < len(self.module.func_imports):
             self._intrinsic(ins.index)
+
+    def _global(self, op: int, index: int) -> None:
+        """A mutable i32 global is the guest's stack pointer (one per kernel, as the GPU compiler
+        decided), imported from the guest; any other global must be an immutable constant."""
+        globals_ = self.module.statics.globals
+        decl = globals_[index] if index < len(globals_) else None
+        if decl is not None and decl.mutable and decl.type == I32 and self.stack_pointer in (-1, index):
+            self.stack_pointer = index
+        elif op == OP_GLOBAL_SET:
+            raise _refuse("a write to a global other than the stack pointer")
+        else:
+            self._constant_global(index)
 
     def _constant_global(self, index: int) -> bytes:
         globals_ = self.module.statics.globals
@@ -189,9 +200,11 @@ class Rewriter:
                 return enc.op("call", enc.uleb(self.index_of[ins.index]))
             kind, elem = self._intrinsic(ins.index)
             return self._access(kind, elem, temp, memory)
-        if op in LOADS:
+        if op in LOADS or op in STORES:
             _mem, align, offset = _memarg(self.module.source, ins.at)
             return bytes([op]) + enc.memarg(0, align, offset)
+        if (op == OP_GLOBAL_GET or op == OP_GLOBAL_SET) and ins.index == self.stack_pointer:
+            return bytes([op]) + enc.uleb(STACK_POINTER_GLOBAL)
         if op == OP_LOOP:
             s, g = enc.op, enc.uleb(fuel)
             return (raw + s("global.get", g) + s("i32.eqz") + enc.TRAP_IF

@@ -18,7 +18,8 @@ import wasmtime
 
 from ..buffers import Buffer, InstanceBuffers
 from ..compiler.contract import CompileError, KernelClass, KernelPlan
-from ..compiler.cpukernel import BUFFER_MEMORY, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, CpuKernelModule, cpu_kernel_module
+from ..compiler.cpukernel import (BUFFER_MEMORY, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, STACK_POINTER, CpuKernelModule,
+                                  cpu_kernel_module)
 from ..config import KernelConfig
 from ._wasmtime import export_call
 from .context import RuntimeContext
@@ -75,8 +76,10 @@ class CpuKernelRunner:
     in each worker store when they run on several threads (cputhreads.py)."""
 
     def __init__(self, ctx: RuntimeContext, store: wasmtime.Store, accessor: wasmtime.Memory | wasmtime.SharedMemory,
-                 guest_memory: Callable[[int], wasmtime.Memory | wasmtime.SharedMemory]) -> None:
+                 guest_memory: Callable[[int], wasmtime.Memory | wasmtime.SharedMemory],
+                 guest_global: Callable[[int], object]) -> None:
         self._ctx = ctx
+        self._guest_global = guest_global
         self._store = store
         self._accessor = accessor
         self._guest_memory = guest_memory
@@ -90,12 +93,16 @@ class CpuKernelRunner:
     def _run_call(self, kernel: CompiledCpuKernel) -> Callable[..., object]:
         found = self._runs.get(kernel.record.kernel_id)
         if found is None:
-            externs: list[wasmtime.Memory | wasmtime.SharedMemory] = []
+            externs: list[object] = []
             for imp in kernel.compiled.imports:
-                assert imp.module == IMPORT_MODULE and imp.name in (GUEST_MEMORY, BUFFER_MEMORY)
-                externs.append(self._accessor if imp.name == BUFFER_MEMORY
-                               else self._guest_memory(kernel.record.guest_memory))
-            inst = wasmtime.Instance(self._store, kernel.compiled, externs)
+                assert imp.module == IMPORT_MODULE and imp.name in (GUEST_MEMORY, BUFFER_MEMORY, STACK_POINTER)
+                if imp.name == BUFFER_MEMORY:
+                    externs.append(self._accessor)
+                elif imp.name == GUEST_MEMORY:
+                    externs.append(self._guest_memory(kernel.record.guest_memory))
+                else:
+                    externs.append(self._guest_global(kernel.record.stack_pointer))
+            inst = wasmtime.Instance(self._store, kernel.compiled, externs)  # type: ignore[arg-type]
             run = inst.exports(self._store)[RUN_EXPORT]
             assert isinstance(run, wasmtime.Func)
             found = self._runs[kernel.record.kernel_id] = export_call(run, self._store, RUN_EXPORT)
@@ -109,6 +116,8 @@ class CpuKernelRunner:
         started = time.perf_counter()
         write_table(buffers, rec, bound)
         saved = save_outputs(buffers, rec, bound, count) if rec.can_trap or self._interruptible else []
+        stack = self._guest_global(rec.stack_pointer) if rec.stack_pointer >= 0 else None
+        stack_at = stack.value(self._store) if isinstance(stack, wasmtime.Global) else None
         split = pieces(count, self.threads) if self._workers is not None and rec.guest_memory < 0 else [(0, count)]
         if len(split) == 1 or self._workers is None:
             trapped = run_piece(run, 0, count)
@@ -117,6 +126,8 @@ class CpuKernelRunner:
             trapped = host_pool(self._ctx).run([run, *others], split)
         if trapped:
             restore_outputs(buffers, rec, bound, saved)
+            if isinstance(stack, wasmtime.Global):  # a frame the trap left open: the runner starts where the guest was
+                stack.set_value(self._store, stack_at)
             return CpuRunResult(trapped, time.perf_counter() - started)
         for slot in rec.write_slots:
             bound[slot].record.note_cpu_write(0, count)

@@ -188,7 +188,8 @@ class DispatchImport(ImportGroup):
         """Config.cpu_kernels: the kernel's CPU module runs it (status 0, outcome CPU); one that traps
         publishes nothing and answers 1 (KERNEL_TRAP); a kernel without one answers 1 as before."""
         compiled = compiled_cpu_kernel(self.module, entry.kernel, entry.plan)
-        if not isinstance(compiled, str) and compiled.record.guest_memory >= 0 and self.scope.guest_memory is None:
+        if not isinstance(compiled, str) and self.scope.guest_memory is None and (
+                compiled.record.guest_memory >= 0 or compiled.record.stack_pointer >= 0):
             compiled = "it reads guest memory, which the start function's imports cannot reach yet"
         if isinstance(compiled, str):  # outside the subset, or a construct the CPU backend does not carry
             if entry.plan.cls is _REJECTED or reason_code is _NONE:

@@ -40,7 +40,7 @@ from .legacy import LegacyRunner
 from .cpukernels import CpuKernelRunner
 from .cputhreads import SHARED_PAGES, threaded
 from .management import ManagementImports
-from .memexports import memory_export_name
+from .memexports import global_export_name, memory_export_name
 from .module import Module
 from .transfers import TransferImports
 from .wasi import set_wasi
@@ -88,7 +88,8 @@ class Instance:
         linker = self._linker(scope, accessor.exports(self._store), handlers, LegacyRunner(scope).handlers(),
                               with_wasi)
         if ctx.config.cpu_kernels:  # from the start function on; guest-memory kernels once exports exist
-            scope.cpu_kernels = CpuKernelRunner(ctx, self._store, memory, self._memory)
+            scope.cpu_kernels = CpuKernelRunner(ctx, self._store, memory, self._memory,
+                                                lambda index: self.exports.get(global_export_name(index)))
         with ctx.lock:
             ctx.instances[self.id] = self
         self._instantiate(linker)
