@@ -122,7 +122,9 @@ class CpuKernelRunner:
         if len(split) == 1 or self._workers is None:
             trapped = run_piece(run, 0, count)
         else:
-            others = self._workers.runs(rec.kernel_id, kernel.compiled, RUN_EXPORT, min(self.threads, len(split)) - 1)
+            limits = getattr(self._ctx, "guest_limits", None)  # call_timeout/fuel, where the host has them
+            others = self._workers.runs(rec.kernel_id, kernel.compiled, RUN_EXPORT, min(self.threads, len(split)) - 1,
+                                        getattr(limits, "arm", None))
             trapped = host_pool(self._ctx).run([run, *others], split)
         if trapped:
             restore_outputs(buffers, rec, bound, saved)

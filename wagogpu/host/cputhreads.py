@@ -110,13 +110,17 @@ class WorkerStores:
         self._stores: list[wasmtime.Store] = []
         self._runs: list[dict[int, Run]] = []
 
-    def runs(self, kernel_id: int, compiled: wasmtime.Module, export: str, n: int) -> list[Run]:
-        """The kernel's run call in each of the first n worker stores (made on first use)."""
+    def runs(self, kernel_id: int, compiled: wasmtime.Module, export: str, n: int,
+             arm: Callable[[wasmtime.Store], object] | None = None) -> list[Run]:
+        """The kernel's run call in each of the first n worker stores (made on first use); `arm`
+        sets each store's limits for this run (the guest's call_timeout and fuel, when configured)."""
         while len(self._stores) < n:
             self._stores.append(wasmtime.Store(self._engine))
             self._runs.append({})
         out = []
         for store, runs in zip(self._stores[:n], self._runs):
+            if arm is not None:
+                arm(store)
             found = runs.get(kernel_id)
             if found is None:
                 inst = wasmtime.Instance(store, compiled, [self._memory])
