@@ -24,7 +24,7 @@ from .context import RuntimeContext
 from .engine import first_line
 
 PIECES_PER_THREAD = 4
-MIN_PIECE = 16384  # elements below which another thread costs more than it saves (a thread hop is ~10-50 us)
+MIN_PIECE = 32768  # elements below which another thread costs more than it saves (a GIL hand-off is ~10-50 us)
 SHARED_PAGES = 65536  # the shared accessor memory's maximum (4 GiB of address space, reserved not used)
 
 Run = Callable[..., object]
