@@ -131,7 +131,8 @@ def build_cpu_kernel(module: DecodedModule, kernel: KernelConfig, plan: KernelPl
     fuel = lim.LOOP_BUDGET if any(r.loops for r in rewritten) else 0
     wasm = _assemble(module, rewriter, rewritten, buffer_memory, guest, fuel, shared_pages)
     return CpuKernelModule(kernel.id, wasm, guest_memory, KERNEL_TABLE_OFFSET, plan.used_slots,
-                           tuple(sorted(plan.write_slots)), plan.error_word or bool(fuel) or guest,
+                           tuple(sorted(plan.write_slots)),
+                           plan.error_word or bool(fuel) or guest or any(r.stubbed for r in rewritten),
                            rewriter.stack_pointer)
 
 

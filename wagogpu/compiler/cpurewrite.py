@@ -26,8 +26,11 @@ LOCAL_OPS = frozenset((0x20, 0x21, 0x22))
 MAX_INLINE_LOCALS = 64  # locals run's loop re-zeroes per element before an inlined kernel body
 LOADS = range(0x28, 0x36)
 STORES = range(0x36, 0x3F)
-# Instructions a CPU kernel does not carry (the GPU compiler refuses most of them already).
-REFUSED = frozenset(("call_indirect", "return_call", "return_call_indirect", "table.get",
+# Instructions the GPU compiler refuses on any path it lowers: in an eligible kernel's functions
+# they stand only in code no path reaches (after a br or an unreachable, or in a callee's dead arm),
+# so the CPU module has `unreachable` there: were one reached, the run would trap and the guest's
+# runner would do what Wasm does.
+DEAD = frozenset(("call_indirect", "return_call", "return_call_indirect", "table.get",
                      "table.set", "memory.size", "memory.grow", "ref.func", "memory.init", "data.drop",
                      "memory.copy", "memory.fill", "table.init", "elem.drop", "table.copy", "table.grow",
                      "table.size", "table.fill"))
@@ -68,6 +71,7 @@ class FunctionRewrite:
     memory_access: bool = False
     memories: set[int] = field(default_factory=set)
     loops: bool = False
+    stubbed: bool = False  # some instruction became `unreachable` (DEAD)
 
     def code_bytes(self, buffer_memory: int, fuel_global: int, shift: int = 0) -> bytes:
         """The rewritten instructions; `shift` > 0: inlined in run's loop (Rewriter.inlined), where
@@ -149,8 +153,11 @@ class Rewriter:
         return fr
 
     def _note(self, fr: FunctionRewrite, ins: Instruction) -> None:
-        if ins.name.startswith("0x") or ins.name in REFUSED:
+        if ins.name.startswith("0x"):
             raise _refuse(ins.name)
+        if ins.name in DEAD:
+            fr.stubbed = True
+            return
         op = ins.opcode
         if op in LOADS or op in STORES:  # the GPU compiler let stores through only into the shadow stack
             fr.memory_access = True
@@ -194,6 +201,8 @@ class Rewriter:
 
     def instruction(self, ins: Instruction, raw: bytes, temp: int, memory: int, fuel: int) -> bytes:
         """The rewritten bytes of one instruction (its own bytes where nothing changes)."""
+        if ins.name in DEAD:
+            return enc.op("unreachable")
         op = ins.opcode
         if op == OP_CALL:
             if ins.index >= len(self.module.func_imports):
