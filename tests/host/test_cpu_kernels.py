@@ -48,6 +48,8 @@ KERNELS = {
     "table": ([(0, E.I32, A.READ), (1, E.I32, A.WRITE)],
               wr("I32", 1, f"(i32.load offset=4096 (i32.shl (i32.and {rd('I32', 0)} (i32.const 7)) (i32.const 2)))")),
     "grows": ([(0, E.I32, A.READ), (1, E.I32, A.WRITE)], wr("I32", 1, "(memory.grow (i32.const 0))")),
+    "half": ([(0, E.F16, A.READ), (1, E.F16, A.WRITE)],
+             wr("F16", 1, f"(f32.add (f32.mul {rd('F16', 0)} (f32.const 3.3)) (f32.const 0.1))")),
 }
 IDS = {name: i for i, name in enumerate(KERNELS, start=1)}
 EXTRA = '(data (i32.const 4096) "\\01\\00\\00\\00\\02\\00\\00\\00\\03\\00\\00\\00\\05\\00\\00\\00' \
@@ -55,7 +57,7 @@ EXTRA = '(data (i32.const 4096) "\\01\\00\\00\\00\\02\\00\\00\\00\\03\\00\\00\\0
 WAT_KERNELS = "".join(looped_kernel(name, body) for name, (_, body) in KERNELS.items())
 CONFIGS = [KernelConfig(IDS[name], f"wago_gpu.kernel.{name}", f"wago_gpu.cpu.{name}",
                         [BindingConfig(*b) for b in binds]) for name, (binds, _) in KERNELS.items()]
-DTYPES = {E.F32: np.float32, E.F64: np.float64, E.U64: np.uint64, E.I32: np.int32}
+DTYPES = {E.F32: np.float32, E.F64: np.float64, E.U64: np.uint64, E.I32: np.int32, E.F16: np.float16}
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +150,12 @@ def test_loops_within_and_past_their_budget(hosts):
     long = np.zeros(4, dtype=np.int32)
     long[2] = (1 << 20) + 5  # past reader.LOOP_BUDGET: the runner finishes it
     same_as_runner(hosts, "loop", [long, np.full(4, 9, np.int32)], expect="KERNEL_TRAP")
+
+
+def test_f16_matches_the_runner(hosts):
+    bits = np.array([0x7E00, 0x7C01, 0xFC00, 0x8000, 0x0001, 0x03FF, 0x7BFF, 0x3C00], dtype=np.uint16)
+    x = np.concatenate([bits.view(np.float16), np.linspace(-60000, 60000, 992).astype(np.float16)])
+    same_as_runner(hosts, "half", [x, np.zeros(1000, np.float16)])
 
 
 def test_guest_memory_loads_match_the_runner(hosts):

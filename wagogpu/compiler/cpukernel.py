@@ -21,8 +21,9 @@ What the GPU compiler already proved is relied on: handles only come from getBuf
 constant declared slot, writes happen at the invocation's own index, and no slot that is written
 is read at another element (so any split of the range gives the same bytes). Guest-memory loads
 read the guest's memory itself, imported as memory 0; the buffers are then memory 1. What the
-rewrite does not carry (F16 buffers, table or bulk-memory instructions, a second mutable global)
-raises CompileError(UNSUPPORTED) naming it, and the kernel stays with the guest's runner.
+rewrite does not carry (an opcode it does not know, a second mutable global) raises
+CompileError(UNSUPPORTED) naming it, and the kernel stays with the guest's runner. F16 elements
+convert through the accessor's own exported conversions, imported as functions 0 and 1.
 """
 from __future__ import annotations
 
@@ -34,11 +35,12 @@ from . import reader as lim
 from . import wasmencode as enc
 from .buffer import select_body
 from .contract import CompileError, CompileErrorKind, KernelPlan
-from .cpurewrite import TEMP_TYPES, FunctionRewrite, Rewriter, zero_value
+from .cpurewrite import F16_IMPORTS, TEMP_TYPES, FunctionRewrite, Rewriter, zero_value
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
 
-__all__ = ["CpuKernelModule", "IMPORT_MODULE", "GUEST_MEMORY", "BUFFER_MEMORY", "STACK_POINTER", "RUN_EXPORT",
+__all__ = ["CpuKernelModule", "IMPORT_MODULE", "GUEST_MEMORY", "BUFFER_MEMORY", "STACK_POINTER", "F16_IMPORTS",
+           "RUN_EXPORT",
            "build_cpu_kernel", "cpu_kernel_module"]
 
 IMPORT_MODULE = "wagogpu:cpu"
@@ -62,6 +64,7 @@ class CpuKernelModule:
     write_slots: tuple[int, ...]
     can_trap: bool  # a trap may stop it midway: the host keeps the written buffers' bytes to restore
     stack_pointer: int = -1  # the guest global it imports as its stack pointer (STACK_POINTER); -1: none
+    f16: bool = False  # it imports the accessor's F16 conversions (F16_IMPORTS): one thread, the guest's store
 
 
 def _closure(module: DecodedModule, root: int) -> list[int]:
@@ -99,7 +102,7 @@ def _run_body(kernel: FunctionRewrite, buffer_memory: int, fuel: int, fuel_globa
                    + kernel.code_bytes(buffer_memory, fuel_global, RUN_LOCALS))  # its final end closes the block
         groups = [(1, I32), *kernel.declared, *((1, t) for t in TEMP_TYPES)]
     else:
-        element = g("local.get", 0) + s("call", enc.uleb(0))
+        element = g("local.get", 0) + s("call", enc.uleb(kernel.rewriter.function_base))
     code = (s("block", b"\x40") + s("loop", b"\x40")
             + g("local.get", 0) + g("local.get", 1) + s("i32.ge_u") + s("br_if", enc.uleb(1))
             + reset + element
@@ -129,11 +132,12 @@ def build_cpu_kernel(module: DecodedModule, kernel: KernelConfig, plan: KernelPl
         guest_memory = -1
     buffer_memory = 1 if guest else 0
     fuel = lim.LOOP_BUDGET if any(r.loops for r in rewritten) else 0
+    rewriter.function_base = len(F16_IMPORTS) if rewriter.f16 else 0
     wasm = _assemble(module, rewriter, rewritten, buffer_memory, guest, fuel, shared_pages)
     return CpuKernelModule(kernel.id, wasm, guest_memory, KERNEL_TABLE_OFFSET, plan.used_slots,
                            tuple(sorted(plan.write_slots)),
                            plan.error_word or bool(fuel) or guest or any(r.stubbed for r in rewritten),
-                           rewriter.stack_pointer)
+                           rewriter.stack_pointer, rewriter.f16)
 
 
 def _assemble(module: DecodedModule, rewriter: Rewriter, rewritten: list[FunctionRewrite], buffer_memory: int,
@@ -143,14 +147,19 @@ def _assemble(module: DecodedModule, rewriter: Rewriter, rewritten: list[Functio
     types.append(enc.func_type(bytes([I32, I32]), b""))
     imports = [enc.memory_import(IMPORT_MODULE, GUEST_MEMORY)] if guest else []
     imports.append(enc.memory_import(IMPORT_MODULE, BUFFER_MEMORY, shared_pages))
+    if rewriter.f16:
+        half_type = len(types)
+        types.append(enc.func_type(bytes([I32]), bytes([I32])))
+        imports += [enc.name(IMPORT_MODULE) + enc.name(n) + b"\x00" + enc.uleb(half_type) for n in F16_IMPORTS]
     if rewriter.stack_pointer >= 0:
         imports.append(enc.name(IMPORT_MODULE) + enc.name(STACK_POINTER) + bytes([0x03, I32, 1]))
     type_indices = [r.type_index for r in rewritten] + [run_type]
+    base = rewriter.function_base
     fuel_global = 1 if rewriter.stack_pointer >= 0 else 0  # defined after the imported stack pointer
     globals_ = [bytes([I32, 1]) + enc.i32_const(0) + enc.op("end")]  # the fuel, even when unused
     bodies = [r.encode(buffer_memory, fuel_global) for r in rewritten]
     bodies.append(_run_body(rewritten[0], buffer_memory, fuel, fuel_global))
-    export = enc.name(RUN_EXPORT) + b"\x00" + enc.uleb(len(rewritten))
+    export = enc.name(RUN_EXPORT) + b"\x00" + enc.uleb(base + len(rewritten))
     return (enc.HEADER + enc.section(enc.Section.TYPE, enc.vector(types))
             + enc.section(enc.Section.IMPORT, enc.vector(imports))
             + enc.section(enc.Section.FUNCTION, enc.vector(enc.uleb(t) for t in type_indices))

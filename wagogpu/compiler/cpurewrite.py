@@ -22,6 +22,8 @@ from .reader import Reader, ReaderError
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED
 OP_CALL, OP_LOOP, OP_GLOBAL_GET, OP_GLOBAL_SET, OP_RETURN = 0x10, 0x03, 0x23, 0x24, 0x0F
 STACK_POINTER_GLOBAL = 0  # in the CPU module: the guest's stack pointer, imported first
+HALF_TO_F32, F32_TO_HALF = 0, 1  # in the CPU module: the accessor's F16 conversions, imported first
+F16_IMPORTS = ("half_to_f32", "f32_to_half")
 LOCAL_OPS = frozenset((0x20, 0x21, 0x22))
 MAX_INLINE_LOCALS = 64  # locals run's loop re-zeroes per element before an inlined kernel body
 LOADS = range(0x28, 0x36)
@@ -119,6 +121,8 @@ class Rewriter:
     """The rewriting of a kernel's functions against one decoded module."""
 
     stack_pointer = -1  # the guest global the kernel moves (its shadow-stack pointer); -1: none
+    f16 = False  # an F16 read or write: the accessor's conversions are imported (functions 0 and 1)
+    function_base = 0  # index of the first rewritten function (after the imported ones)
 
     def __init__(self, module: DecodedModule, index_of: dict[int, int], table_offset: int) -> None:
         self.module = module
@@ -195,8 +199,8 @@ class Rewriter:
         if not imp.in_namespace or intrinsic is None or intrinsic.kind not in (
                 IntrinsicKind.GET, IntrinsicKind.READ, IntrinsicKind.WRITE):
             raise _refuse("a call to an import other than getBuffer/readBuffer/writeBuffer")
-        if intrinsic.elem is not None and "\n" in OPS[intrinsic.elem].load:
-            raise _refuse(f"a {intrinsic.elem.name} buffer")
+        if intrinsic.elem is ElementType.F16:
+            self.f16 = True
         return intrinsic.kind, intrinsic.elem
 
     def instruction(self, ins: Instruction, raw: bytes, temp: int, memory: int, fuel: int) -> bytes:
@@ -206,7 +210,7 @@ class Rewriter:
         op = ins.opcode
         if op == OP_CALL:
             if ins.index >= len(self.module.func_imports):
-                return enc.op("call", enc.uleb(self.index_of[ins.index]))
+                return enc.op("call", enc.uleb(self.index_of[ins.index] + self.function_base))
             kind, elem = self._intrinsic(ins.index)
             return self._access(kind, elem, temp, memory)
         if op in LOADS or op in STORES:
@@ -237,9 +241,15 @@ class Rewriter:
                    + s("i32.load", enc.memarg(memory, 2, self.table - 4)) + loc("local.get", i) + s("i32.le_u")
                    + enc.TRAP_IF + loc("local.get", h) + s("i32.load", enc.memarg(memory, 2, self.table - 8))
                    + loc("local.get", i) + (enc.i32_const(k) + s("i32.shl") if k else b"") + s("i32.add"))
+        value = loc("local.get", temp + VALUE_TEMP[enc.VALUE_TYPE[ops.scalar]])
+        if elem is ElementType.F16:  # binary16 bits through the accessor's own conversions (abi.md 5.3)
+            if kind is IntrinsicKind.READ:
+                return (checked + s("i32.load16_u", enc.memarg(memory, 1, 0)) + s("call", enc.uleb(HALF_TO_F32))
+                        + s("f32.reinterpret_i32"))
+            return (checked + value + s("i32.reinterpret_f32") + s("call", enc.uleb(F32_TO_HALF))
+                    + s("i32.store16", enc.memarg(memory, 1, 0)))
         if kind is IntrinsicKind.READ:
             return checked + s(ops.load, enc.memarg(memory, k, 0))
-        value = loc("local.get", temp + VALUE_TEMP[enc.VALUE_TYPE[ops.scalar]])
         return checked + value + s(ops.store, enc.memarg(memory, k, 0))
 
 

@@ -18,8 +18,8 @@ import wasmtime
 
 from ..buffers import Buffer, InstanceBuffers
 from ..compiler.contract import CompileError, KernelClass, KernelPlan
-from ..compiler.cpukernel import (BUFFER_MEMORY, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, STACK_POINTER, CpuKernelModule,
-                                  cpu_kernel_module)
+from ..compiler.cpukernel import (BUFFER_MEMORY, F16_IMPORTS, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, STACK_POINTER,
+                                  CpuKernelModule, cpu_kernel_module)
 from ..config import KernelConfig
 from ._wasmtime import export_call
 from .context import RuntimeContext
@@ -77,8 +77,9 @@ class CpuKernelRunner:
 
     def __init__(self, ctx: RuntimeContext, store: wasmtime.Store, accessor: wasmtime.Memory | wasmtime.SharedMemory,
                  guest_memory: Callable[[int], wasmtime.Memory | wasmtime.SharedMemory],
-                 guest_global: Callable[[int], object]) -> None:
+                 guest_global: Callable[[int], object], accessor_export: Callable[[str], object]) -> None:
         self._ctx = ctx
+        self._accessor_export = accessor_export
         self._guest_global = guest_global
         self._store = store
         self._accessor = accessor
@@ -95,8 +96,11 @@ class CpuKernelRunner:
         if found is None:
             externs: list[object] = []
             for imp in kernel.compiled.imports:
-                assert imp.module == IMPORT_MODULE and imp.name in (GUEST_MEMORY, BUFFER_MEMORY, STACK_POINTER)
-                if imp.name == BUFFER_MEMORY:
+                assert imp.module == IMPORT_MODULE and imp.name in (GUEST_MEMORY, BUFFER_MEMORY, STACK_POINTER,
+                                                                    *F16_IMPORTS)
+                if imp.name in F16_IMPORTS:
+                    externs.append(self._accessor_export(imp.name))
+                elif imp.name == BUFFER_MEMORY:
                     externs.append(self._accessor)
                 elif imp.name == GUEST_MEMORY:
                     externs.append(self._guest_memory(kernel.record.guest_memory))
@@ -118,7 +122,8 @@ class CpuKernelRunner:
         saved = save_outputs(buffers, rec, bound, count) if rec.can_trap or self._interruptible else []
         stack = self._guest_global(rec.stack_pointer) if rec.stack_pointer >= 0 else None
         stack_at = stack.value(self._store) if isinstance(stack, wasmtime.Global) else None
-        split = pieces(count, self.threads) if self._workers is not None and rec.guest_memory < 0 else [(0, count)]
+        alone = rec.guest_memory >= 0 or rec.f16  # what only the guest's own store reaches
+        split = pieces(count, self.threads) if self._workers is not None and not alone else [(0, count)]
         if len(split) == 1 or self._workers is None:
             trapped = run_piece(run, 0, count)
         else:

@@ -91,7 +91,8 @@ class Instance:
                               with_wasi)
         if ctx.config.cpu_kernels:  # from the start function on; guest-memory kernels once exports exist
             scope.cpu_kernels = CpuKernelRunner(ctx, self._store, memory, self._memory,
-                                                lambda index: self.exports.get(global_export_name(index)))
+                                                lambda index: self.exports.get(global_export_name(index)),
+                                                lambda name: accessor.exports(self._store)[name])
         with ctx.lock:
             ctx.instances[self.id] = self
         self._instantiate(linker)
