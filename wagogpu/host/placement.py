@@ -2,7 +2,7 @@
 fast path included: host/dispatch.py takes it only where this function would answer GPU without
 asking) and the demo.
 
-`threshold` (Config.placement's default) is the reference's rule, abi.md §2.6 step 8: the GPU
+`threshold` (Config.placement's default) is the reference's rule, docs/design/abi.md §2.6 step 8: the GPU
 when RuntimeContext.gpu_decision finds nothing against it (a device, the subset, float consent,
 min_elements, a pipeline), else the kernel's CPU module when Config.cpu_kernels, else status 1
 for the guest's own runner. `measured` asks the cost model (costmodel.py) whenever both devices
