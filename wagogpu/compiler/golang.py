@@ -48,9 +48,21 @@ def specialize(module: DecodedModule, start: int, end: int) -> tuple[DecodedModu
         tracer = trace_kernel(module, function)
     except ReaderError as e:
         raise CompileError(CompileErrorKind.INVALID_CONTRACT, e.message) from None
+    except (KeyError, IndexError):  # a construct or type the walk of a malformed body did not map
+        raise CompileError(CompileErrorKind.UNSUPPORTED, GO_PREFIX + "a function body the trace could not follow") from None
     if not tracer.returned:
         first = tracer.blockers[0] if tracer.blockers else "no path returns"
         raise CompileError(CompileErrorKind.UNSUPPORTED, GO_PREFIX + first)
     body = tracer.body.finish()
     source = module.source + body
     return dataclasses.replace(module, source=source), len(module.source), len(source)
+
+
+def go_blockers(module: DecodedModule, start: int, end: int) -> list[str]:
+    """Why each traced path of the Go kernel [start, end) that ends early ends, each reason once,
+    in the order the trace met them (explain.py lists them)."""
+    try:
+        tracer = trace_kernel(module, module.bodies.index((start, end)))
+    except (CompileError, ReaderError):
+        return []
+    return list(dict.fromkeys(tracer.blockers))
