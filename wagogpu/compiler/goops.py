@@ -8,6 +8,7 @@ from .gomemory import LOADS, STORES, Blocked, goroutine_load, load, store
 from .gonumeric import SAT_SIGNATURES, SIGNATURES, fold, signed
 from .gotrace import BLOCK, G_GLOBAL, IF, LOOP, SCRATCH_GLOBALS, SP_GLOBAL, Ctl, Path, Tracer
 from .intrinsics import I32, I64
+from .reader import Reader
 
 BLOCK_RESULTS = {-64: 0, -1: 1, -2: 1, -3: 1, -4: 1, -5: 1}
 WHY = {0x11: "a call through a func value, an interface method or a deferred call (call_indirect)",
@@ -25,8 +26,8 @@ def pop(path: Path, n: int) -> list[Val]:
     return values
 
 
-def block_arity(t: Tracer, fn_reader) -> int:  # type: ignore[no-untyped-def]
-    kind = fn_reader.leb(33, True)
+def block_arity(t: Tracer, r: Reader) -> int:
+    kind = r.leb(33, True)
     if kind < 0:
         if kind not in BLOCK_RESULTS:
             raise Blocked("a block type the trace does not know")
@@ -210,7 +211,7 @@ def address_arith(opcode: int, args: list[Val]) -> Val | None:
     if opcode in (0x4D, 0x49) and kinds == [STACK, GUARD]:
         return (CONST, I32, 0)  # sp <= g.stackguard0: the frame has room, morestack is not called
     if 0x46 <= opcode <= 0x4F and kinds == [STACK, STACK]:
-        return (CONST, I32, fold(opcode, [(a[2] + (1 << 30)) for a in args]))  # type: ignore[arg-type]
+        return (CONST, I32, fold(opcode, [a[2] + (1 << 30) for a in args]) or 0)  # two frame addresses: one base
     if opcode == 0xA7 and kinds[0] in (STACK, G):
         return (kinds[0], I32, args[0][2])
     if opcode == 0xAD and kinds == [STACK]:
@@ -234,72 +235,3 @@ def numeric(t: Tracer, path: Path, opcode: int, prefix: bytes = b"") -> None:
     code = prefix + uleb(opcode) if prefix else bytes((opcode,))
     path.stack.append(t.body.compute(args, code, result))  # type: ignore[arg-type]
 
-
-def op_const(t: Tracer, path: Path, opcode: int) -> None:
-    r = path.fns[-1].reader
-    if opcode == 0x41:
-        path.stack.append((CONST, I32, r.leb(32, True) & 0xFFFFFFFF))
-    elif opcode == 0x42:
-        path.stack.append((CONST, I64, r.leb(64, True) & M64))
-    else:
-        raw = r.take(4 if opcode == 0x43 else 8)
-        path.stack.append((CONST, 0x7D if opcode == 0x43 else 0x7C, int.from_bytes(raw, "little")))
-
-
-def op_select(t: Tracer, path: Path, opcode: int) -> None:
-    if opcode == 0x1C:
-        r = path.fns[-1].reader
-        for _ in range(r.count()):
-            r.byte()
-    a, b, cond = pop(path, 3)
-    if cond[0] == CONST:
-        path.stack.append(a if cond[2] else b)
-        return
-    plain([a, b, cond])
-    path.stack.append(t.body.compute([a, b, cond], bytes((0x1B,)), a[1]))  # type: ignore[arg-type]
-
-
-def op_prefixed(t: Tracer, path: Path) -> None:
-    sub = path.fns[-1].reader.u32()
-    if sub not in SAT_SIGNATURES:
-        raise Blocked("memory.copy or memory.fill (a Go copy of an array or struct)")
-    numeric(t, path, sub, b"\xfc")
-
-
-def op_unreachable(t: Tracer, path: Path) -> None:
-    raise Blocked("a Go panic or a runtime abort (unreachable)")
-
-
-def op_fixed(why: str) -> Callable[[Tracer, Path], None]:
-    def handler(t: Tracer, path: Path) -> None:
-        raise Blocked(why)
-    return handler
-
-
-Handler = Callable[[Tracer, Path], None]
-HANDLERS: dict[int, Handler] = {
-    0x00: op_unreachable, 0x01: lambda t, p: None, 0x05: op_else, 0x0B: op_end, 0x0C: op_br, 0x0D: op_br_if,
-    0x0E: op_br_table, 0x0F: lambda t, p: t.leave(p), 0x10: op_call, 0x1A: lambda t, p: pop(p, 1) and None,
-    0xFC: op_prefixed, **{op: op_fixed(why) for op, why in WHY.items()}}
-for _op in (0x02, 0x03, 0x04):
-    HANDLERS[_op] = lambda t, p, o=_op: open_construct(t, p, o)  # type: ignore[misc]
-for _op in (0x20, 0x21, 0x22, 0x23, 0x24):
-    HANDLERS[_op] = lambda t, p, o=_op: (op_local if o < 0x23 else op_global)(t, p, o)  # type: ignore[misc]
-for _op in (*LOADS, *STORES):
-    HANDLERS[_op] = lambda t, p, o=_op: op_memory(t, p, o)  # type: ignore[misc]
-for _op in (0x41, 0x42, 0x43, 0x44):
-    HANDLERS[_op] = lambda t, p, o=_op: op_const(t, p, o)  # type: ignore[misc]
-for _op in (0x1B, 0x1C):
-    HANDLERS[_op] = lambda t, p, o=_op: op_select(t, p, o)  # type: ignore[misc]
-for _op in SIGNATURES:
-    HANDLERS[_op] = lambda t, p, o=_op: numeric(t, p, o)  # type: ignore[misc]
-
-
-def step(t: Tracer, path: Path) -> None:
-    """Trace one instruction of the innermost function of `path`."""
-    r = path.fns[-1].reader
-    opcode = r.byte()
-    handler = HANDLERS.get(opcode)
-    if handler is None:
-        raise Blocked(f"instruction 0x{opcode:02x}, which the Go trace does not follow")
-    handler(t, path)

@@ -17,6 +17,7 @@ guest as Wasm does. A kernel none of whose paths returns stays on the CPU with t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule
@@ -117,7 +118,7 @@ class Tracer:
 
     def run(self, path: Path) -> None:
         """Trace one path to its end, writing its code; forks write the taken branch first."""
-        from .goops import step  # the instruction handlers (they call back into fork/branch)
+        from .gostep import step  # the instruction handlers (they call back into fork/branch)
 
         try:
             while path.fns:
@@ -132,7 +133,7 @@ class Tracer:
         self.returned += 1
         self.body.end_path(False)
 
-    def fork(self, path: Path, cond: Val, taken: "Callable[[Path], None]") -> None:
+    def fork(self, path: Path, cond: Val, taken: Callable[[Path], None]) -> None:
         """A branch on run-time value `cond`: `taken` moves a copy of the path to the branch,
         which is traced inside `if (cond)`; the caller goes on with the branch not taken."""
         if cond[0] != LOCAL:
@@ -188,5 +189,3 @@ def trace_kernel(module: DecodedModule, function: int) -> Tracer:
     tracer.run(path)
     return tracer
 
-
-from typing import Callable  # noqa: E402  (used in a string annotation above)
