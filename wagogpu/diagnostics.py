@@ -152,6 +152,21 @@ class BufferOperation(TransferCounters):
     conversion: float = 0.0
     commit: float = 0.0
 
+    def __str__(self) -> str:
+        """One line: the import, status, outcome, reason code and reason, and the times that were
+        measured (`repr` keeps every field)."""
+        if not self.import_name:
+            return "no import yet"
+        what = self.import_name
+        if what == "dispatch":
+            what += f" kernel {self.kernel_id} count {self.count}"
+        text = f"{what}: status {self.status}, {self.outcome}"
+        if self.reason_code != ReasonCode.NONE or self.reason:
+            text += f" ({self.reason_code}: {self.reason})" if self.reason else f" ({self.reason_code})"
+        stages = ", ".join(f"{name} {getattr(self, name) * 1e3:.3f} ms" for name in ("upload", "compute", "download")
+                           if getattr(self, name))
+        return text + f", {self.total * 1e3:.3f} ms" + (f" ({stages})" if stages else "")
+
     @classmethod
     def start(cls, import_name: str, instance: int, count: int, kernel_id: int) -> "BufferOperation":
         """A fresh record for an import being served. The dataclass __init__ with its 38 keyword

@@ -442,3 +442,36 @@ def test_the_drivers_xdg_runtime_dir_lines_are_silenced():
 def test_demo_takes_the_adapter_flags(capsys):
     assert_error(capsys, ["demo", "--allow-software-adapter", "--adapter", "no such gpu"],
                  "adapter: adapter name 'no such gpu' matches no adapter; adapters: 0: ")
+
+
+DIVIDE_WAT = """(module
+  (import "wago_gpu_v1" "createBufferPacked" (func $create (param i32 i32) (result i64)))
+  (import "wago_gpu_v1" "bindBuffer" (func $bind (param i32 i32) (result i32)))
+  (import "wago_gpu_v1" "dispatch" (func $dispatch (param i32 i32) (result i32)))
+  (import "wago_gpu_v1" "getBuffer" (func $g (param i32) (result i32)))
+  (import "wago_gpu_v1" "readBufferI32" (func $r (param i32 i32) (result i32)))
+  (import "wago_gpu_v1" "writeBufferI32" (func $w (param i32 i32 i32)))
+  (func (export "wago_gpu.kernel.div") (param i32)
+    (call $w (call $g (i32.const 1)) (local.get 0)
+      (i32.div_s (i32.const 7) (call $r (call $g (i32.const 0)) (local.get 0)))))
+  (func $cpu (export "wago_gpu.cpu.div") (param i32)
+    (drop (i32.div_s (i32.const 7) (call $r (call $g (i32.const 0)) (i32.const 0)))))
+  (func (export "run") (result i32)
+    (drop (call $bind (i32.const 0) (i32.wrap_i64 (call $create (i32.const 5) (i32.const 4)))))
+    (drop (call $bind (i32.const 1) (i32.wrap_i64 (call $create (i32.const 5) (i32.const 4)))))
+    (if (i32.eq (call $dispatch (i32.const 1) (i32.const 4)) (i32.const 1)) (then (call $cpu (i32.const 4))))
+    (i32.const 0)))"""
+
+
+@pytest.mark.gpu
+def test_a_trap_after_a_gpu_fallback_says_why_it_fell_back(capsys, config_file, tmp_path):
+    """The kernel divides by the zero-filled input: the GPU attempt raises the error word, the CPU
+    runner traps as Wasm does, and the error line says both, in words."""
+    guest = tmp_path / "divide.wat"
+    guest.write_text(DIVIDE_WAT)
+    config = config_file({"kernels": [{"id": 1, "name": "div", "bindings": [[0, "I32", "read"], [1, "I32", "write"]]}]})
+    line = assert_error(capsys, ["run", guest, "--config", config, "--call", "run", GPU_FLAG], code=1)
+    assert line == ("wagogpu: error: trap in run: wasm trap: integer divide by zero; the last dispatch (kernel 1 "
+                    "count 4) fell back from the GPU to the guest's CPU runner, KERNEL_TRAP: the GPU kernel hit a "
+                    "Wasm trap (division by zero, signed overflow or a trapping truncation) (kernel error word 1); "
+                    "nothing was published, the CPU runner does the work")

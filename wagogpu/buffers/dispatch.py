@@ -34,6 +34,12 @@ from .transaction import PUBLISHED, DispatchEnd, DispatchPlan, DispatchResult, T
 KERNEL_ERROR_REASONS: dict[int, ReasonCode] = {KernelError.TRAP: ReasonCode.KERNEL_TRAP,
                                                KernelError.LOOP_BUDGET: ReasonCode.LOOP_BUDGET,
                                                KernelError.INDEX_RANGE: ReasonCode.INDEX_RANGE}
+#: What each error word means, in words for the dispatch record's reason (and `wagogpu run`'s lines).
+KERNEL_ERROR_WORDS: dict[int, str] = {
+    KernelError.TRAP: "the GPU kernel hit a Wasm trap (division by zero, signed overflow or a trapping truncation)",
+    KernelError.LOOP_BUDGET: "a loop of the GPU kernel ran out of its iteration budget",
+    KernelError.INDEX_RANGE: "the GPU kernel read outside a buffer",
+}
 
 
 _NO_UPLOADS: tuple[()] = ()
@@ -167,7 +173,9 @@ class Dispatcher:
             # the guest's CPU runner reproduces the Wasm behaviour exactly.
             code = KERNEL_ERROR_REASONS.get(kernel_error, ReasonCode.KERNEL_TRAP)
             return self.unwind(tx, DispatchResult(DispatchEnd.FALL_BACK, Status.CPU_FALLBACK, code,
-                                                  f"kernel error word {kernel_error}"))
+                                                  f"{KERNEL_ERROR_WORDS.get(kernel_error, 'the GPU kernel failed')}"
+                                                  f" (kernel error word {kernel_error}); nothing was published, "
+                                                  "the CPU runner does the work"))
         if time.perf_counter() >= tx.deadline:
             result = self.unwind(tx, DispatchResult(DispatchEnd.REFUSED, Status.CANCELLED))
             self._restore_in_place(tx)

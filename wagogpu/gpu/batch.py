@@ -273,6 +273,7 @@ class PendingBatches:
             raise
         with core.lock:
             del self.submitted[:count]
+            self._readback.reclaim()
         self.confirmed = max(self.confirmed, last)
         return self.confirmed
 

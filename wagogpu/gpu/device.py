@@ -338,6 +338,7 @@ class GpuDevice:
             self._buffers.close()
             self._uploads.close()
             self._readback.copies.clear()
+            self._readback.retired.clear()
             self._pool.close()
             if core.pending():
                 core.natives.release_all()

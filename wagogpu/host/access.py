@@ -137,6 +137,11 @@ def as_elements(buf: Buffer, values: object) -> np.ndarray:
     """
     target = DTYPES[buf.type]
     array = _integers_as_given(values, target)
+    if array.dtype.kind in "SUV":  # bytes or text, whatever the shape: not numbers
+        what = type(values).__name__ if isinstance(values, (bytes, str)) else str(array.dtype)
+        raise BufferAccessError("write_buffer", Status.TYPE_MISMATCH,
+                                f"{what} values cannot be written to a {buf.type.name} buffer"
+                                + (" (for raw bytes, give np.frombuffer(data, dtype))" if what == "bytes" else ""))
     if array.ndim != 1:
         raise ValueError(f"write_buffer: values must be one-dimensional, got shape {array.shape}")
     kind = array.dtype.kind
