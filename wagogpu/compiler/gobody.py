@@ -73,6 +73,7 @@ class Body:
         if kind == CONST:
             self.code += const_bytes(wtype, payload)
         else:
+            assert kind == LOCAL, "the tracer writes only constants and locals"  # (gotrace refuses the others first)
             self.read.add(payload)
             self.code.append(OP_LOCAL_GET)
             self.code += uleb(payload)
