@@ -70,6 +70,12 @@ GO_SHAPED = """(module
     if unreachable end
     global.get 0 i32.const 16 i32.add global.set 0)
   (func (export "wago_gpu.cpu.k") (param i32)))"""
+# abs(x) in a helper the kernel calls: its branch's two sides meet again where it returns.
+IN_A_CALLEE = "(local.set $x (call $abs (local.get $x)))"
+ABS = """  (func $abs (param i32) (result i32)
+    (if (i32.lt_s (local.get 0) (i32.const 0)) (then (return (i32.sub (i32.const 0) (local.get 0)))))
+    (local.get 0))
+"""
 BEHIND_A_BRANCH = "(if (i32.eq (local.get $x) (i32.const 7)) (then (drop (call $yield))))"
 ON_EVERY_PATH = "(drop (call $yield))"
 KERNEL = KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k",
@@ -77,7 +83,8 @@ KERNEL = KernelConfig(1, "wago_gpu.kernel.k", "wago_gpu.cpu.k",
 
 
 def go_module(then: str) -> bytes:
-    return bytes(wasmtime.wat2wasm(GO_SHAPED.replace("THEN", then)))
+    return bytes(wasmtime.wat2wasm(GO_SHAPED.replace("THEN", then).replace("  (func $notInitialized)",
+                                                                           ABS + "  (func $notInitialized)")))
 
 
 def traced(source: bytes):
@@ -105,6 +112,15 @@ def test_the_trace_folds_the_state_machine_unrolls_the_loop_and_traps_the_wasi_p
     # getBuffer and read, then the path that traps at the WASI call, then getBuffer and write: no morestack
     assert ops.count("unreachable") == 1 and ops.count("call") == 4
     assert "global.get" not in ops and "i32.store" not in ops  # Go's stack became compile-time cells
+
+
+def test_the_sides_of_a_branch_in_a_callee_meet_where_it_returns():
+    _module, tracer = traced(go_module(IN_A_CALLEE))
+    assert tracer.returned == 1 and tracer.blockers == []
+    body = tracer.body.finish()
+    calls = [i.index for i in walk(body, skip_locals(body, 0, len(body)), len(body)) if i.name == "call"]
+    assert calls == [0, 1, 0, 2]  # getBuffer, read, getBuffer, write: the write is not duplicated
+    assert "fn main" in compile_buffer_wgsl(go_module(IN_A_CALLEE), KERNEL)
 
 
 def test_a_go_kernel_compiles_and_names_its_trapping_path():

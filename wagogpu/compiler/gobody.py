@@ -9,6 +9,7 @@ join); constants stay immediates. Local 0 is the invocation index.
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 from .intrinsics import F32, I32, I64
 
@@ -16,6 +17,7 @@ from .intrinsics import F32, I32, I64
 # local holding it; STACK: a Go stack address, payload its offset from the kernel's entry stack
 # pointer; G: the goroutine pointer (global 2); GUARD: g.stackguard0 loaded through it.
 Val = tuple[str, int, int]
+Segment = tuple[bytes, dict[int, tuple[int, int]]]  # code cut out of the body, its widenings' spans in it
 CONST, LOCAL, STACK, G, GUARD = "const", "local", "stack", "g", "guard"
 WRAP, EXTENDS = b"\xa7", (b"\xac", b"\xad")  # i32.wrap_i64; i64.extend_i32_s / _u
 OP_LOCAL_GET, OP_LOCAL_SET, OP_IF, OP_END, OP_RETURN, OP_UNREACHABLE, EMPTY = 0x20, 0x21, 0x04, 0x0B, 0x0F, 0x00, 0x40
@@ -97,6 +99,24 @@ class Body:
             self.extended[n] = args[0]
             self.spans[n] = (at, len(self.code))
         return (LOCAL, result, n)
+
+    def cut(self, run: Callable[[], bool]) -> tuple[Segment, bool]:
+        """Run `run` and take the code it wrote out of the body (gomerge.py places it)."""
+        at = len(self.code)
+        result = run()
+        spans = {n: (s - at, e - at) for n, (s, e) in self.spans.items() if s >= at}
+        for n in spans:
+            del self.spans[n]
+        segment = (bytes(self.code[at:]), spans)
+        del self.code[at:]
+        return segment, result
+
+    def paste(self, segment: Segment) -> None:
+        code, spans = segment
+        at = len(self.code)
+        self.code += code
+        for n, (s, e) in spans.items():
+            self.spans[n] = (s + at, e + at)
 
     def open_if(self, cond: Val) -> None:
         self.push(cond)

@@ -68,8 +68,7 @@ def decide(t: Tracer, path: Path, cond: Val, taken: Callable[[Path], None], othe
     if cond[0] == CONST:
         (taken if cond[2] else other)(path)
         return
-    t.fork(path, cond, taken)
-    other(path)
+    t.fork(path, cond, taken, other)
 
 
 def op_else(t: Tracer, path: Path) -> None:
@@ -105,11 +104,15 @@ def op_br_table(t: Tracer, path: Path) -> None:
         return
     if selector[0] != LOCAL or len(targets) > 64:
         raise Blocked("a Go switch on a run-time value with more cases than the trace follows")
-    for k, depth in enumerate(targets):
+
+    def cases_from(p: Path, k: int) -> None:  # case k is tested in the else-part of case k - 1
+        if k == len(targets):
+            t.branch(p, default)
+            return
         cond = t.body.compute([selector, (CONST, I32, k)], bytes((0x46,)), I32)
         assert cond is not None
-        t.fork(path, cond, lambda p, d=depth: t.branch(p, d))  # type: ignore[misc]
-    t.branch(path, default)
+        t.fork(p, cond, lambda q: t.branch(q, targets[k]), lambda q: cases_from(q, k + 1))
+    cases_from(path, 0)
 
 
 def op_call(t: Tracer, path: Path) -> None:

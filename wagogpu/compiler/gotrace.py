@@ -23,6 +23,7 @@ from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule
 from .gobody import CONST, LOCAL, STACK, Body, Val
 from .gomemory import Blocked, Cells
+from .gomerge import Ended, merge_sides
 from .intrinsics import I32
 from .opnames import skip_locals, walk
 from .reader import Reader
@@ -116,40 +117,57 @@ class Tracer:
         assert sig is not None
         path.fns.append(Fn(function, args + declared, r, len(sig[1]), len(path.stack)))
 
-    def run(self, path: Path) -> None:
-        """Trace one path to its end, writing its code; forks write the taken branch first."""
+    def run(self, path: Path, stop: int = 1) -> bool:
+        """Trace `path`, writing its code, until it returns from the function at depth `stop`
+        (True; the caller merges it) or ends: at the kernel's end or where it is blocked (False)."""
         from .gostep import step  # the instruction handlers (they call back into fork/branch)
 
         try:
-            while path.fns:
+            while len(path.fns) >= stop:
                 self.steps += 1
                 if self.steps > MAX_STEPS or len(self.body.code) > MAX_OUTPUT_BYTES:
                     raise CompileError(CompileErrorKind.LIMIT, "Go kernel: the traced paths exceed the kernel byte limit")
                 step(self, path)
-        except Blocked as stop:
-            self.blockers.append(stop.message)
+        except Blocked as stop_here:
+            self.blockers.append(stop_here.message)
             self.body.end_path(True)
-            return
+            return False
+        except Ended:
+            return False
+        if path.fns:
+            return True
         self.returned += 1
         self.body.end_path(False)
+        return False
 
-    def fork(self, path: Path, cond: Val, taken: Callable[[Path], None]) -> None:
-        """A branch on run-time value `cond`: `taken` moves a copy of the path to the branch,
-        which is traced inside `if (cond)`; the caller goes on with the branch not taken."""
+    def follow(self, path: Path, setup: Callable[[Path], None], stop: int) -> bool:
+        """Take one side of a fork (`setup` moves `path` to it), then run it (see run)."""
+        try:
+            setup(path)
+        except Blocked as stop_here:
+            self.blockers.append(stop_here.message)
+            self.body.end_path(True)
+            return False
+        except Ended:
+            return False
+        return self.run(path, stop)
+
+    def fork(self, path: Path, cond: Val, taken: Callable[[Path], None], other: Callable[[Path], None]) -> None:
+        """A branch on run-time value `cond`. Both sides run until the function the branch is in
+        returns, each writing its code apart; then `if (cond) {taken} else {other}`, and where
+        both returned, `path` goes on with their states merged (gomerge.py). Raises Ended where
+        neither side returns."""
         if cond[0] != LOCAL:
             raise Blocked("a branch on a Go pointer")
-        body = self.body
-        body.open_if(cond)
         if self.forks >= MAX_FORK_DEPTH:
-            self.blockers.append("more nested run-time branches than the trace follows")
-            body.end_path(True)
-        else:
-            self.forks += 1
-            other = path.clone()
-            taken(other)
-            self.run(other)
-            self.forks -= 1
-        body.close()
+            raise Blocked("more nested run-time branches than the trace follows")
+        body, stop = self.body, len(path.fns)
+        self.forks += 1
+        copy = path.clone()
+        then_code, then_ok = body.cut(lambda: self.follow(copy, taken, stop))
+        else_code, else_ok = body.cut(lambda: self.follow(path, other, stop))
+        self.forks -= 1
+        merge_sides(self, path, copy if then_ok else None, path if else_ok else None, cond, then_code, else_code)
 
     def branch(self, path: Path, depth: int) -> None:
         fn = path.fns[-1]
