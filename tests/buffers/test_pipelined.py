@@ -179,7 +179,7 @@ def test_a_readback_failure_after_confirmation_is_the_readback_s(stage):
     g.host.device._faults = FaultInjector(fail={stage: 1})
     assert g.inst.call("copyBuffer32", a, 0, 0, 4096, 4) == Status.DEVICE_ERROR
     assert g.host.context.log.last_dispatch.confirmed
-    # unmap: the words arrived before the failure, so the CPU copy is current (abi.md §4.4 step 6);
+    # unmap: the words arrived before the failure, so the CPU copy is current (docs/design/abi.md §4.4 step 6);
     # map: the quarantine reads the committed contents back once more (quarantine.py), and that works.
     assert g.state(a) == "CPU_CURRENT"
     snapshot = g.host.buffer_snapshot()

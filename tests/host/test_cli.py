@@ -405,17 +405,19 @@ def test_compile_reports_the_rules_it_can_see(capsys, tmp_path, bindings, expect
     assert err[:len(expected)] == expected, err
 
 
-@pytest.mark.parametrize("bindings, problem", [
-    (["0:F32:read", "1:F32:read"], "note: slot 0 is declared read but the kernel writes it (declare it write or rw)"),
-    (["0:F32:write", "1:F32:write"], "note: slot 1 is declared write but the kernel reads it (declare it rw)"),
+@pytest.mark.parametrize("bindings, first, problem", [
+    (["0:F32:read", "1:F32:read"], "writeBufferF32 writes slot 0, declared READ",
+     "note: slot 0 is declared read but the kernel writes it (declare it write or rw)"),
+    (["0:F32:write", "1:F32:write"], "readBufferF32 reads slot 1, declared WRITE",
+     "note: slot 1 is declared write but the kernel reads it (declare it rw)"),
 ])
-def test_compile_names_the_slot_that_breaks_its_access(capsys, tmp_path, bindings, problem):
+def test_compile_names_the_slot_that_breaks_its_access(capsys, tmp_path, bindings, first, problem):
     wat = tmp_path / "k.wat"
     wat.write_text(KERNEL_WAT)
     args = [arg for b in bindings for arg in ("--binding", b)]
     code, out, err = run_cli(capsys, "compile", wat, "--kernel", "k", *args)
     assert code == 1 and out == ""
-    assert err == ["CompileError INVALID_CONTRACT: intrinsic violates slot access", problem,
+    assert err == [f"CompileError INVALID_CONTRACT: intrinsic violates slot access: {first}", problem,
                    "note: every dispatch of kernel 1 answers INVALID_KERNEL (10): fix the kernel or its bindings"]
 
 
@@ -475,3 +477,16 @@ def test_a_trap_after_a_gpu_fallback_says_why_it_fell_back(capsys, config_file, 
                     "count 4) fell back from the GPU to the guest's CPU runner, KERNEL_TRAP: the GPU kernel hit a "
                     "Wasm trap (division by zero, signed overflow or a trapping truncation) (kernel error word 1); "
                     "nothing was published, the CPU runner does the work")
+
+
+def test_compile_of_an_unknown_kernel_lists_the_kernels_found(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "compile", DOUBLE, "--kernel", "doubel", "--binding", "0:f32:r", "--binding", "1:f32:w")
+    assert code == 1
+    assert err[:2] == ["CompileError INVALID_CONTRACT: wago_gpu.kernel.doubel must be a defined (i32) -> () export",
+                       "note: did you mean --kernel double? the module exports the kernels: double"]
+    code, _, err = run_cli(capsys, "compile", MANDELBROT, "--kernel", "zzz", "--binding", "0:f32:r")
+    assert code == 1 and err[1] == "note: the module exports the kernels: mandel, step"
+    plain = tmp_path / "plain.wat"
+    plain.write_text('(module (func (export "f")))')
+    code, _, err = run_cli(capsys, "compile", plain, "--kernel", "double", "--binding", "0:f32:r")
+    assert code == 1 and err[1] == "note: the module exports no kernel (no export named wago_gpu.kernel.NAME)"

@@ -1,4 +1,4 @@
-"""Config / KernelConfig validation: a bad value raises ValueError naming the field (abi.md §7)."""
+"""Config / KernelConfig validation: a bad value raises ValueError naming the field (docs/design/abi.md §7)."""
 from __future__ import annotations
 
 import pytest

@@ -11,6 +11,7 @@ Layout of the accessor memory (all little-endian):
   [32]    u32 slots[8]     bound handle per slot, 0 = empty
   [64]    hash[128]        (u32 handle, u32 record) open addressing on handle & 127, 0 = empty
   [1088]  records[64]      32 bytes each, see RECORD_DTYPE
+  [3584]  kernel table[8]  (u32 address, u32 length) per slot, written before a CPU kernel runs
   [4096]  heap             buffer bytes, placed by the buffer layer's heap allocator
 
 RECORD_DTYPE is the one description of a record: the generated Wasm takes its field offsets from
@@ -32,7 +33,10 @@ RECORDS_OFFSET = HASH_OFFSET + 8 * HASH_ENTRIES
 MAX_RECORDS = 64
 RECORD_BYTES = 32
 HEAP_OFFSET = 4096
-assert RECORDS_OFFSET + MAX_RECORDS * RECORD_BYTES <= HEAP_OFFSET
+#: The CPU kernels' slot table (compiler/cpukernel.py): the buffer address and length per slot.
+KERNEL_TABLE_OFFSET = 3584
+assert RECORDS_OFFSET + MAX_RECORDS * RECORD_BYTES <= KERNEL_TABLE_OFFSET
+assert KERNEL_TABLE_OFFSET + 8 * SLOT_COUNT <= HEAP_OFFSET
 
 # Record flags.
 CPU_CURRENT = 1
@@ -79,7 +83,7 @@ class AccessOps:
     store: str
     size_log2: int
     scalar: str
-    gc_kind: str  # GC array storage type accepted for transfers (abi.md §1.2)
+    gc_kind: str  # GC array storage type accepted for transfers (docs/design/abi.md §1.2)
     gc_get: str  # array.get variant for that storage
     gc_load: str  # memory load for copying into an array of that storage
     gc_store: str  # memory store for copying out of such an array
@@ -118,7 +122,7 @@ def gc_kind_code(element_type: ElementType) -> int:
 
 
 _F16_HELPERS = """
-  ;; binary16 bits -> f32 bits (abi.md 5.3): every NaN -> 0x7fc00000, subnormals normalised.
+  ;; binary16 bits -> f32 bits (docs/design/abi.md §5.3): every NaN -> 0x7fc00000, subnormals normalised.
   (func $half_to_f32 (param $h i32) (result i32)
     (local $s i32) (local $e i32) (local $m i32)
     (local.set $s (i32.shl (i32.and (local.get $h) (i32.const 0x8000)) (i32.const 16)))
@@ -183,7 +187,7 @@ def _trap(status: Status) -> str:
 
 
 def _checked_address(type_id: int, size_log2: int) -> str:
-    """Inline check order of abi.md §2.13 steps 1-6, leaving the element's address in $a.
+    """Inline check order of docs/design/abi.md §2.13 steps 1-6, leaving the element's address in $a.
 
     Inlined (not a helper call) because it runs once per element of every CPU fallback loop.
     """
@@ -211,7 +215,7 @@ def _checked_address(type_id: int, size_log2: int) -> str:
 
 _LOCALS = "(local $i i32) (local $k i32) (local $r i32) (local $a i32) (local $f i32)"
 
-# After a store: version += 1 and the GPU copy becomes stale, widening the dirty interval (§4.5).
+# After a store: version += 1 and the GPU copy becomes stale, widening the dirty interval (docs/design/abi.md §4.5).
 _MARK_WRITTEN = f"""
     (i64.store offset={_VERSION} (local.get $r) (i64.add (i64.load offset={_VERSION} (local.get $r)) (i64.const 1)))
     (local.set $f (i32.load offset={_FLAGS} (local.get $r)))
@@ -323,12 +327,14 @@ def _hook_imports() -> str:
     return "\n".join(rows)
 
 
-def accessor_wat() -> str:
-    """The accessor module's WAT text; compiled once per Host."""
+def accessor_wat(shared_pages: int = 0) -> str:
+    """The accessor module's WAT text; compiled once per Host. `shared_pages`: the memory is a shared
+    one of at most that many pages (CPU kernels on several threads reach it from several stores)."""
+    memory = f"(memory 1 {shared_pages} shared)" if shared_pages else "(memory 1)"
     return f"""(module
 {_gc_types()}
 {_hook_imports()}
-  (import "{HOOK_MODULE}" "memory" (memory 1))
+  (import "{HOOK_MODULE}" "memory" {memory})
   (func (export "getBuffer") (param $s i32) (result i32) (local $h i32)
     (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(Status.INVALID_STATE)}))
     (if (i32.ge_u (local.get $s) (i32.const {SLOT_COUNT})) (then {_trap(Status.INVALID_BINDING)}))

@@ -100,14 +100,15 @@ class TypeInfo:
     type: ElementType
     stored_bytes: int
     scalar: str  # Wasm value type used by readBuffer*/writeBuffer*
-    gpu: bool  # in the reference's GPU subset (the 64-bit types are our extension: two words each)
+    gpu: bool  # the original subset's GPU types (one 32-bit word each); the 64-bit types also run on the
+    # GPU, as two words each (docs/design/abi.md §1.2), past that subset
     kind: NumberKind
     numpy: str  # numpy dtype name of the stored form (F16: float16, i.e. binary16 bits), little-endian
     wasm_load: str  # memory load of the stored form into `scalar` (F16: its bits, then half_to_f32)
     wasm_store: str
     gpu_words: int  # u32 words per element on the device: 1, or 2 (a vec2<u32>) for 64-bit types
-    wgsl_load: str  # WGSL load of one element as a u32 bit pattern ({} is the slot number)
-    wgsl_store: str  # WGSL wrapping of a u32 bit pattern stored as one element ({} is the value)
+    wgsl_load: str  # WGSL load of one element's bits (u32; vec2<u32> if 64-bit; {} is the slot number)
+    wgsl_store: str  # WGSL wrapping of those bits stored as one element ({} is the value)
 
     @property
     def half(self) -> bool:

@@ -1,4 +1,4 @@
-"""compile_buffer_wgsl: validate config -> decode -> select exports -> lower -> assemble (compiler.md §1.3)."""
+"""compile_buffer_wgsl: validate config -> decode -> select exports -> lower -> assemble (docs/design/compiler.md §1.3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,6 +10,7 @@ from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
 from .bindings import binding_facts
+from .golang import specialize
 from .lower import lower_body
 from .ops import helper_text
 from .wgsl import assemble
@@ -23,7 +24,7 @@ KERNEL_SIGNATURE = (bytes([I32]), b"")  # (i32) -> ()
 
 @dataclass(frozen=True, slots=True)
 class LoweredKernel:
-    """A kernel's WGSL plus the facts the runtime needs (compiler.md §1.3.7)."""
+    """A kernel's WGSL plus the facts the runtime needs (docs/design/compiler.md §1.3.7)."""
 
     wgsl: str
     reads: int  # bit masks over slots
@@ -41,7 +42,7 @@ _VALID: dict[int, KernelConfig] = {}  # id -> kernel configs that passed (frozen
 
 
 def validate_kernel(kernel: KernelConfig) -> None:
-    """Config checks of compiler.md §1.3.1, reusing config.kernel_contract_problem for the rules.
+    """Config checks of docs/design/compiler.md §1.3.1, reusing config.kernel_contract_problem for the rules.
 
     That function reports (field, message) in the spec's order; here each field maps to the spec's
     message for its step. An export field fails step 1 when its prefix/suffix rule is broken and
@@ -92,6 +93,7 @@ def select_body(module: DecodedModule, kernel: KernelConfig) -> tuple[int, int]:
 def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = True) -> LoweredKernel:
     """Lower a validated kernel config against a decoded module; raises CompileError."""
     start, end = select_body(module, kernel)
+    module, start, end = specialize(module, start, end)  # a Go kernel: its trace (golang.py)
     facts = binding_facts(kernel.bindings)
     body = lower_body(module, start, end, facts, kernel.strict_float)
     if body.memory >= 0:  # loads always can raise the error word: the snapshot binds after it

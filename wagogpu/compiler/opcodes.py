@@ -7,7 +7,7 @@ done) and how lower.run_fast treats it (Fast: inlined, called, or handed over to
 loop). Numeric rows come from ops.py, one
 per opcode; an opcode without a row is "unsupported opcode 0x..".
 
-The rows with a Fast kind other than HANDOVER are exactly the reference's subset (compiler.md
+The rows with a Fast kind other than HANDOVER are exactly the reference's subset (docs/design/compiler.md
 §1.3.5: end, call, local.get/set/tee, i32/f32.const, f32.add/sub/mul), so a kernel inside it is
 lowered by the fast loop alone and keeps the reference's WGSL byte for byte.
 """

@@ -26,7 +26,6 @@ from .pool import BufferPool, PooledBuffer, PoolKind
 
 __all__ = ["Readback"]
 
-_perf = time.perf_counter
 
 
 class Readback:
@@ -94,7 +93,7 @@ class Readback:
     def _release(self, entry: PooledBuffer, keep: bool) -> None:
         cell, entry.cell = entry.cell, None
         if cell is not None and not cell.status:  # never resolved (a failed or abandoned submission)
-            self._core.backend.forget(cell)
+            self._core.forget_map(cell)
             keep = False
         elif cell is not None and cell.status == CELL_OK:
             self._core.backend.unmap(entry.obj)
@@ -152,13 +151,12 @@ class Readback:
     def _read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
               out: np.ndarray | None, keep: bool) -> Any:
         core = self._core
-        deadline = _perf() + timeout
+        deadline = time.perf_counter() + timeout
         nbytes = int(nbytes)
         if out is not None and not (isinstance(out, np.ndarray) and out.flags.c_contiguous
                                     and out.flags.writeable and out.nbytes == nbytes):
             raise ValueError(f"out must be a writable C-contiguous array of {nbytes} bytes")
-        if not core.lock.acquire(timeout=max(0.0, timeout)):
-            raise core.lock_timeout()
+        core.acquire(timeout)
         try:
             core.check_usable()
             if nbytes <= 0 or nbytes % 4 or src._ptr is None or staging._ptr is None \

@@ -49,9 +49,17 @@ class _Relay(threading.local):
 _RELAY = _Relay()
 
 
+#: The attribute a relayed exception carries: the thread whose host function raised it.
+RELAYED_BY = "_wagogpu_relayed_by"
+
+
 def relay(exc: BaseException) -> None:
     """Keep the exception a host function raised for the call that ran it (this thread's)."""
     _RELAY.exc = exc
+    try:
+        setattr(exc, RELAYED_BY, threading.get_ident())
+    except AttributeError:  # pragma: no cover - an exception type without a __dict__
+        pass
 
 
 def take_relayed() -> BaseException | None:
@@ -134,9 +142,14 @@ class PublicCall:
             return self._func(self._store, *args)
         except BaseException as exc:
             own = take_relayed()  # what this thread's host function raised, not another thread's
-            if own is None or own is exc:
-                raise
-            raise own from None
+            if own is not None and own is not exc:
+                raise own from None
+            if own is None and getattr(exc, RELAYED_BY, None) not in (None, threading.get_ident()):
+                # wasmtime-py's process-wide slot handed this call another thread's exception in
+                # place of its own trap, whose message it dropped: say so rather than raise theirs.
+                raise wasmtime.Trap("wasm trap (its message was displaced by another thread's host-function "
+                                    "exception in wasmtime-py's process-wide relay)") from None
+            raise
 
 
 class PublicCaller:
