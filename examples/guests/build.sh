@@ -140,7 +140,7 @@ go_check() {
     fi
     "$go" vet guest.go wago_gpu_v1.go
     "$go" build -trimpath -ldflags="-s -w -buildid=" -buildmode=c-shared -o guest_go.wasm guest.go wago_gpu_v1.go
-  )
+  ) || { rm -rf "$work"; return 1; }  # go_check runs under `||`, where set -e does not stop it
   echo "examples/tinygo/guest.go: gofmt, vet and standard-Go build OK"
   rm -rf "$work"
 }

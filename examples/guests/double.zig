@@ -22,9 +22,6 @@
 // ---- wago_gpu_v1 imports: the generated include/wago_gpu_v1.zig (tools/gen_guest_headers.py) ----
 const abi = @import("wago_gpu_v1");
 
-const TYPE_F32: i32 = 8;
-const STATUS_OK: i32 = 0;
-const STATUS_CPU_FALLBACK: i32 = 1;
 const KERNEL_DOUBLE: i32 = 1;
 const SLOT_IN: i32 = 0;
 const SLOT_OUT: i32 = 1;
@@ -67,21 +64,21 @@ fn addr(ptr: anytype) i32 {
 
 fn runWith(a: i32, b: i32) i32 {
     var st = abi.setBuffer32(a, 0, 0, addr(&input), N);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     st = abi.bindBuffer(SLOT_IN, a);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     st = abi.bindBuffer(SLOT_OUT, b);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
 
     const ds = abi.dispatch(KERNEL_DOUBLE, N);
-    if (ds == STATUS_CPU_FALLBACK) {
+    if (ds == abi.Status.CPU_FALLBACK) {
         cpuDouble(N);
-    } else if (ds != STATUS_OK) {
+    } else if (ds != abi.Status.OK) {
         return ds;
     }
 
     st = abi.copyBuffer32(b, 0, 0, addr(&output), N);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     for (output, 0..) |v, i| {
         if (v != 2.0 * @as(f32, @floatFromInt(i + 1))) return RESULT_MISMATCH;
     }
@@ -90,11 +87,11 @@ fn runWith(a: i32, b: i32) i32 {
 
 export fn run() i32 {
     output = .{ 0.0, 0.0, 0.0, 0.0 };
-    const pa = abi.createBufferPacked(TYPE_F32, N);
-    if (packedStatus(pa) != STATUS_OK) return packedStatus(pa);
+    const pa = abi.createBufferPacked(abi.ElementType.F32, N);
+    if (packedStatus(pa) != abi.Status.OK) return packedStatus(pa);
     const a = packedHandle(pa);
-    const pb = abi.createBufferPacked(TYPE_F32, N);
-    if (packedStatus(pb) != STATUS_OK) {
+    const pb = abi.createBufferPacked(abi.ElementType.F32, N);
+    if (packedStatus(pb) != abi.Status.OK) {
         _ = abi.freeBuffer(a);
         return packedStatus(pb);
     }
@@ -103,8 +100,8 @@ export fn run() i32 {
     const result = runWith(a, b);
     const fa = abi.freeBuffer(a);
     const fb = abi.freeBuffer(b);
-    if (result != STATUS_OK and result != STATUS_CPU_FALLBACK) return result;
-    if (fa != STATUS_OK) return fa;
-    if (fb != STATUS_OK) return fb;
+    if (result != abi.Status.OK and result != abi.Status.CPU_FALLBACK) return result;
+    if (fa != abi.Status.OK) return fa;
+    if (fb != abi.Status.OK) return fb;
     return result;
 }

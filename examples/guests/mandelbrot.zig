@@ -51,10 +51,6 @@
 // ---- wago_gpu_v1 imports: the generated include/wago_gpu_v1.zig (tools/gen_guest_headers.py) ----
 const abi = @import("wago_gpu_v1");
 
-const TYPE_U32: i32 = 6;
-const TYPE_F32: i32 = 8;
-const STATUS_OK: i32 = 0;
-const STATUS_CPU_FALLBACK: i32 = 1;
 const KERNEL_STEP: i32 = 1;
 const KERNEL_MANDEL: i32 = 2;
 
@@ -174,7 +170,7 @@ fn prepare(width: i32, height: i32, max_iter: i32, fill: bool) i32 {
     if (!ensureCapacity(pixels)) return RESULT_NO_MEMORY;
     last_pixels = pixels;
     if (fill) fillC(@intCast(width), @intCast(height));
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 fn fillC(width: usize, height: usize) void {
@@ -204,10 +200,10 @@ const Buffers = struct {
     fn create(self: *Buffers, element_type: i32, count: usize) i32 {
         const p = abi.createBufferPacked(element_type, @intCast(count));
         const status: i32 = @intCast(p >> 32);
-        if (status != STATUS_OK) return status;
+        if (status != abi.Status.OK) return status;
         self.handles[self.len] = @bitCast(@as(u32, @truncate(@as(u64, @bitCast(p)))));
         self.len += 1;
-        return STATUS_OK;
+        return abi.Status.OK;
     }
 
     /// Frees every buffer; keeps `result` unless it was a success and a free failed.
@@ -215,7 +211,7 @@ const Buffers = struct {
         var out = result;
         for (self.handles[0..self.len]) |hd| {
             const st = abi.freeBuffer(hd);
-            if (st != STATUS_OK and (out == STATUS_OK or out == STATUS_CPU_FALLBACK)) out = st;
+            if (st != abi.Status.OK and (out == abi.Status.OK or out == abi.Status.CPU_FALLBACK)) out = st;
         }
         self.len = 0;
         return out;
@@ -226,15 +222,15 @@ const Buffers = struct {
 /// anything else is an error returned to the caller.
 fn runKernel(kernel_id: i32, count: usize, runner: *const fn (i32) callconv(.c) void) i32 {
     const ds = abi.dispatch(kernel_id, @intCast(count));
-    if (ds == STATUS_OK) {
+    if (ds == abi.Status.OK) {
         gpu_count += 1;
-    } else if (ds == STATUS_CPU_FALLBACK) {
+    } else if (ds == abi.Status.CPU_FALLBACK) {
         cpu_count += 1;
         runner(@intCast(count));
     } else {
         return ds;
     }
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 // ---------------------------------------------------------------------------
@@ -261,17 +257,17 @@ fn cpuStep(count: i32) callconv(.c) void {
     const hci = abi.getBuffer(SLOT_CI);
     const hzr = abi.getBuffer(SLOT_ZR);
     const hzi = abi.getBuffer(SLOT_ZI);
-    if (abi.copyBuffer32(hcr, 0, 0, guest(cr_addr), count) != STATUS_OK) @trap();
-    if (abi.copyBuffer32(hci, 0, 0, guest(ci_addr), count) != STATUS_OK) @trap();
-    if (abi.copyBuffer32(hzr, 0, 0, guest(zr_addr), count) != STATUS_OK) @trap();
-    if (abi.copyBuffer32(hzi, 0, 0, guest(zi_addr), count) != STATUS_OK) @trap();
+    if (abi.copyBuffer32(hcr, 0, 0, guest(cr_addr), count) != abi.Status.OK) @trap();
+    if (abi.copyBuffer32(hci, 0, 0, guest(ci_addr), count) != abi.Status.OK) @trap();
+    if (abi.copyBuffer32(hzr, 0, 0, guest(zr_addr), count) != abi.Status.OK) @trap();
+    if (abi.copyBuffer32(hzi, 0, 0, guest(zi_addr), count) != abi.Status.OK) @trap();
     for (f32s(cr_addr, n), f32s(ci_addr, n), f32s(zr_addr, n), f32s(zi_addr, n)) |cr, ci, *zr, *zi| {
         const z = stepZ(cr, ci, zr.*, zi.*);
         zr.* = z.re;
         zi.* = z.im;
     }
-    if (abi.setBuffer32(hzr, 0, 0, guest(zr_addr), count) != STATUS_OK) @trap();
-    if (abi.setBuffer32(hzi, 0, 0, guest(zi_addr), count) != STATUS_OK) @trap();
+    if (abi.setBuffer32(hzr, 0, 0, guest(zr_addr), count) != abi.Status.OK) @trap();
+    if (abi.setBuffer32(hzi, 0, 0, guest(zi_addr), count) != abi.Status.OK) @trap();
 }
 
 // ---------------------------------------------------------------------------
@@ -294,7 +290,7 @@ fn cpuMandel(count: i32) callconv(.c) void {
     if (n == 0) return;
     if (!ensureCapacity(n)) @trap();
     var params: [4]u32 = undefined;
-    if (abi.copyBuffer32(abi.getBuffer(SLOT_PARAMS), 0, 0, guest(@intFromPtr(&params)), 3) != STATUS_OK) @trap();
+    if (abi.copyBuffer32(abi.getBuffer(SLOT_PARAMS), 0, 0, guest(@intFromPtr(&params)), 3) != abi.Status.OK) @trap();
     const width = params[0];
     if (width == 0) @trap(); // as the kernel's i32.rem_u would
     const w: f32 = @floatFromInt(width);
@@ -302,7 +298,7 @@ fn cpuMandel(count: i32) callconv(.c) void {
     for (u32s(counts_addr, n), 0..) |*c, i| {
         c.* = escapeCount(cRe(i % width, w), cIm(i / width, h), params[2]);
     }
-    if (abi.setBuffer32(abi.getBuffer(SLOT_COUNTS), 0, 0, guest(counts_addr), count) != STATUS_OK) @trap();
+    if (abi.setBuffer32(abi.getBuffer(SLOT_COUNTS), 0, 0, guest(counts_addr), count) != abi.Status.OK) @trap();
 }
 
 comptime {
@@ -317,7 +313,7 @@ comptime {
 
 export fn render(width: i32, height: i32, max_iter: i32) i32 {
     const pre = prepare(width, height, max_iter, true);
-    if (pre != STATUS_OK) return pre;
+    if (pre != abi.Status.OK) return pre;
     var bufs = Buffers{};
     return bufs.release(renderSteps(&bufs, last_pixels, @intCast(max_iter)));
 }
@@ -325,8 +321,8 @@ export fn render(width: i32, height: i32, max_iter: i32) i32 {
 fn renderSteps(bufs: *Buffers, pixels: usize, max_iter: u32) i32 {
     const count: i32 = @intCast(pixels);
     for (0..4) |_| {
-        const st = bufs.create(TYPE_F32, pixels);
-        if (st != STATUS_OK) return st;
+        const st = bufs.create(abi.ElementType.F32, pixels);
+        if (st != abi.Status.OK) return st;
     }
     const hcr = bufs.handles[0];
     const hci = bufs.handles[1];
@@ -334,12 +330,12 @@ fn renderSteps(bufs: *Buffers, pixels: usize, max_iter: u32) i32 {
     const hzi = bufs.handles[3];
     // New buffers are zero-filled (spec §2.1), so z starts at 0 + 0i.
     var st = abi.setBuffer32(hcr, 0, 0, guest(cr_addr), count);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     st = abi.setBuffer32(hci, 0, 0, guest(ci_addr), count);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     for ([_]i32{ SLOT_CR, SLOT_CI, SLOT_ZR, SLOT_ZI }, [_]i32{ hcr, hci, hzr, hzi }) |slot, hd| {
         st = abi.bindBuffer(slot, hd);
-        if (st != STATUS_OK) return st;
+        if (st != abi.Status.OK) return st;
     }
 
     const counts = u32s(counts_addr, pixels);
@@ -347,23 +343,23 @@ fn renderSteps(bufs: *Buffers, pixels: usize, max_iter: u32) i32 {
     var pass: u32 = 1;
     while (pass <= max_iter) : (pass += 1) {
         st = runKernel(KERNEL_STEP, pixels, &cpuStep);
-        if (st != STATUS_OK) return st;
+        if (st != abi.Status.OK) return st;
         st = abi.copyBuffer32(hzr, 0, 0, guest(zr_addr), count);
-        if (st != STATUS_OK) return st;
+        if (st != abi.Status.OK) return st;
         st = abi.copyBuffer32(hzi, 0, 0, guest(zi_addr), count);
-        if (st != STATUS_OK) return st;
+        if (st != abi.Status.OK) return st;
         // A pixel is still alive when it stayed bounded for every earlier pass.
         for (f32s(zr_addr, pixels), f32s(zi_addr, pixels), counts) |zr, zi, *c| {
             if (c.* == pass - 1 and bounded(.{ .re = zr, .im = zi })) c.* = pass;
         }
     }
     writeImage(pixels);
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 export fn render_loop(width: i32, height: i32, max_iter: i32) i32 {
     const pre = prepare(width, height, max_iter, false);
-    if (pre != STATUS_OK) return pre;
+    if (pre != abi.Status.OK) return pre;
     var bufs = Buffers{};
     return bufs.release(renderLoop(&bufs, @intCast(width), @intCast(height), last_pixels, @intCast(max_iter)));
 }
@@ -374,37 +370,37 @@ fn renderLoop(bufs: *Buffers, width: u32, height: u32, pixels: usize, max_iter: 
     const count: i32 = @intCast(pixels);
     // dispatch needs every bound buffer to cover the count, so the parameter
     // buffer is as long as the image; only its first four elements are set
-    var st = bufs.create(TYPE_U32, pixels);
-    if (st != STATUS_OK) return st;
-    st = bufs.create(TYPE_U32, pixels);
-    if (st != STATUS_OK) return st;
+    var st = bufs.create(abi.ElementType.U32, pixels);
+    if (st != abi.Status.OK) return st;
+    st = bufs.create(abi.ElementType.U32, pixels);
+    if (st != abi.Status.OK) return st;
     const hp = bufs.handles[0];
     const hc = bufs.handles[1];
     loop_params = .{ width, height, max_iter, 0 };
     st = abi.setBuffer32(hp, 0, 0, guest(@intFromPtr(&loop_params)), loop_params.len);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     st = abi.bindBuffer(SLOT_PARAMS, hp);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     st = abi.bindBuffer(SLOT_COUNTS, hc);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     st = runKernel(KERNEL_MANDEL, pixels, &cpuMandel);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     st = abi.copyBuffer32(hc, 0, 0, guest(counts_addr), count);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
     writeImage(pixels);
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 export fn render_direct(width: i32, height: i32, max_iter: i32) i32 {
     const pre = prepare(width, height, max_iter, true);
-    if (pre != STATUS_OK) return pre;
+    if (pre != abi.Status.OK) return pre;
     const pixels = last_pixels;
     const limit: u32 = @intCast(max_iter);
     for (f32s(cr_addr, pixels), f32s(ci_addr, pixels), u32s(counts_addr, pixels)) |cr, ci, *c| {
         c.* = escapeCount(cr, ci, limit);
     }
     writeImage(pixels);
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 /// Address of the last image: w*h bytes, min(count, 255), row-major.

@@ -10,10 +10,9 @@
 // The imports: the generated include/wago_gpu_v1.ts (tools/gen_guest_headers.py).
 import {
   bindBuffer, copyBuffer32, createBufferPacked, dispatch, freeBuffer, getBuffer, readBufferF32, setBuffer32,
-  writeBufferF32,
+  TYPE_F32, writeBufferF32,
 } from "../../include/wago_gpu_v1";
 
-const TYPE_F32: i32 = 8;
 const KERNEL_SAXPY: i32 = 1;
 const SLOT_X: i32 = 0;
 const SLOT_Y: i32 = 1;

@@ -10,7 +10,6 @@
 // Zig cannot declare an import with two results either: buffers come from createBufferPacked.
 const abi = @import("wago_gpu_v1"); // the generated include/wago_gpu_v1.zig (tools/gen_guest_headers.py)
 
-const TYPE_F32: i32 = 8;
 const KERNEL_SAXPY: i32 = 1;
 const SLOT_X: i32 = 0;
 const SLOT_Y: i32 = 1;
@@ -84,9 +83,9 @@ export fn run(n: i32) i32 {
         x[i] = @floatFromInt(i);
         y[i] = @floatFromInt(n - @as(i32, @intCast(i)));
     }
-    const px = abi.createBufferPacked(TYPE_F32, n);
+    const px = abi.createBufferPacked(abi.ElementType.F32, n);
     if (packedStatus(px) != 0) return packedStatus(px);
-    const py = abi.createBufferPacked(TYPE_F32, n);
+    const py = abi.createBufferPacked(abi.ElementType.F32, n);
     if (packedStatus(py) != 0) {
         _ = abi.freeBuffer(packedHandle(px));
         return packedStatus(py);
