@@ -21,6 +21,7 @@ from ..diagnostics import BufferSnapshot, LegacyTiming, RuntimeState, Snapshot
 from ..errors import ConfigError, GpuRequiredError
 from .context import RuntimeContext
 from .engine import compile_in_background, first_line, new_engine
+from .guest_limits import TICKER
 from .instance import Instance, next_id
 from .module import Module, build_module
 from .source import Source
@@ -89,12 +90,14 @@ class Host:
         if tuning is not None and not isinstance(tuning, TransferTuning):
             raise ConfigError("tuning", f"expected wagogpu.buffers.TransferTuning, got {type(tuning).__name__}")
         self.config = config
-        engine = new_engine()
+        engine = new_engine(epoch=config.call_timeout is not None, fuel=config.fuel is not None)
         accessor = compile_in_background(engine, accessor_wat())  # while the device opens
         device, reason, seconds = open_device(config)
         budget = RuntimeBudget(config.max_runtime_buffer_bytes)
         residency = Residency(device, budget, config.profile_stages, tuning)
         self.context = RuntimeContext(config, engine, accessor(), budget, residency, reason, seconds)
+        if config.call_timeout is not None:
+            TICKER.watch(engine)  # (unwatched by close)
         _LIVE_HOSTS.add(self)
 
     # -- what the runtime has ------------------------------------------------------------------
@@ -177,6 +180,7 @@ class Host:
         if ctx.stopped:
             return
         ctx.stopped = True
+        TICKER.unwatch(ctx.engine)
         if ctx.residency.pending and ctx.lock.acquire(blocking=False):  # never wait for a blocked import
             try:
                 settle_pending(ctx, min(ctx.config.run_timeout, CLOSE_SETTLE_SECONDS))
