@@ -55,9 +55,31 @@ def host_only(inst, k: int, n: int) -> dict[str, float]:
     dev.execute, dev.read = execute, read
     try:
         return {"host_only_resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
-                "host_only_round_trip_us": median_us(lambda: inst.call("sample", k, n))}
+                "host_only_round_trip_us": median_us(lambda: inst.call("sample", k, n)),
+                **import_budget(inst, k, n)}
     finally:
-        dev.execute, dev.read = real
+        del dev.execute, dev.read  # the class's methods again
+
+
+def import_budget(inst, k: int, n: int) -> dict[str, float]:
+    """The per-import budget (device stubbed, host only): what one import costs beyond the
+    Python->Wasm call that makes it. A dispatch of count 0 is every import's fixed part (the
+    crossing, the lock, the record and its counters, the checks); the others add their work."""
+    call = median_us(lambda: inst.call("grow_to", 0))
+    return {f"import_budget_{name}_us": median_us(fn) - call for name, fn in (
+        ("fixed_noop_dispatch", lambda: inst.call("dispatch", k, 0)),
+        ("set_1024", lambda: inst.call("upload", n)),
+        ("copy_back_cpu_current_1024", lambda: inst.call("download", n, 8 * n)),
+        ("resident_dispatch", lambda: inst.call("dispatch", k, n)))}
+
+
+def submissions_per_round_trip(host: Host, inst, k: int, n: int, calls: int = 100) -> dict[str, float]:
+    """Device submissions per checked round trip (set, dispatch, copy back), counted by the device."""
+    dev = host.device
+    before = dev.stats.submissions
+    for _ in range(calls):
+        inst.call("sample", k, n)
+    return {"submissions_per_round_trip": (dev.stats.submissions - before) / calls}
 
 
 def device_layer(dev) -> list[tuple[object, str, str]]:
@@ -182,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             inst.call("sample", k, n)
         prof.disable()
         prof.dump_stats(args.profile_out)
+    figures.update(submissions_per_round_trip(host, inst, k, n))
     progress.step("device share")
     figures.update(device_share(inst, k, n))
     progress.step("host only")

@@ -2,7 +2,7 @@
 
 python -m bench.report bench/results/*.jsonl > BENCHMARKS-tables.md
 The reference figures are from its 2026-10-08 buffer benchmark on an RTX 4060 Laptop GPU (Vulkan),
-medians of 3 (spec/benchmarks.md §2.3); they are facts quoted for comparison, not our results.
+medians of 3 (docs/design/benchmarks.md §2.3); they are facts quoted for comparison, not our results.
 """
 from __future__ import annotations
 

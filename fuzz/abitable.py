@@ -50,7 +50,7 @@ ELEMENTS_BY_ID: dict[int, ElementInfo] = {e.id: e for e in ELEMENTS}
 
 
 def scalar_trap(status: int) -> str:
-    """The message a scalar import traps with (abi.md §2.0)."""
+    """The message a scalar import traps with (docs/design/abi.md §2.0)."""
     return TRAP_FORMAT.format(status=status)
 
 

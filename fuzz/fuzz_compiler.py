@@ -40,7 +40,7 @@ from wagogpu import (Access, BindingConfig, CompileError, ElementType, KernelCon
 from fuzz_result import FuzzResult  # noqa: E402
 from wagogpu.compiler import inspect_module  # noqa: E402
 
-MAX_WGSL_BYTES = 512 * 1024  # one buffer kernel's WGSL (compiler.md §3)
+MAX_WGSL_BYTES = 512 * 1024  # one buffer kernel's WGSL (docs/design/compiler.md §3)
 
 TWICE = KernelConfig(1, "wago_gpu.kernel.twice", "wago_gpu.cpu.twice",
                      [BindingConfig(0, ElementType.F32, Access.READ), BindingConfig(1, ElementType.F32, Access.WRITE)])

@@ -1,4 +1,4 @@
-"""A pure-Python model of the wago_gpu_v1 check orders (spec/abi.md §2, docs/check-order.md) for
+"""A pure-Python model of the wago_gpu_v1 check orders (docs/design/abi.md §2, docs/check-order.md) for
 the hostile-guest fuzzer: buffers, slots, guest memories and contents; for each import call it
 predicts the status, the trap or the value, and what every later read must see.
 
@@ -97,7 +97,7 @@ def _signed(value: int, bits: int) -> int:
     return value - (1 << bits) if value >> (bits - 1) & 1 else value
 
 
-# the GC array element storage each element type accepts (abi.md §5.4)
+# the GC array element storage each element type accepts (docs/design/abi.md §5.4)
 GC_STORAGE = {"I8": "i8", "U8": "i8", "I16": "i16", "U16": "i16", "F16": "i16", "I32": "i32", "U32": "i32",
               "I64": "i64", "U64": "i64", "F32": "f32", "F64": "f64"}
 
@@ -128,7 +128,7 @@ class Model:
         return self.gpu and self._cpu_bytes() + self.device_charges() + extra > self.limits.instance_bytes
 
     def _readback(self, handle: int) -> None:
-        """Make a buffer CPU-current (abi.md §4.4): a readback if the GPU holds its only copy."""
+        """Make a buffer CPU-current (docs/design/abi.md §4.4): a readback if the GPU holds its only copy."""
         if handle in self.resident and self._tight():
             raise Ambiguous("a readback near the byte budget on the GPU host")
         self.resident.discard(handle)
@@ -317,7 +317,7 @@ class Model:
 
     def run(self, kernel: ModelKernel, count: int) -> None:
         """The guest's CPU runner: the kernel for 0..count-1 through the scalar imports; a trap stops
-        it with the writes before it kept (abi.md §3.3)."""
+        it with the writes before it kept (docs/design/abi.md §3.3)."""
         for index in range(count & U32):
             kernel.step(self, index)
 

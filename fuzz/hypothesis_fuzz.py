@@ -1,4 +1,4 @@
-"""Hypothesis fuzzer for the compilers (compiler.md §4, abi.md §9.2 case 23).
+"""Hypothesis fuzzer for the compilers (docs/design/compiler.md §4, docs/design/abi.md §9.2 case 23).
 
 Properties, for every input:
   * compile_buffer_wgsl and compile_wgsl return a str or raise CompileError (exactly that type);
@@ -39,7 +39,7 @@ from wagogpu import (Access, BindingConfig, CompileError, ElementType, KernelCon
 from wagogpu.compiler import inspect_module  # noqa: E402
 from wasmgen import HEADER, section, uleb  # noqa: E402
 
-MAX_WGSL_BYTES = 512 * 1024  # one buffer kernel's WGSL (compiler.md §3)
+MAX_WGSL_BYTES = 512 * 1024  # one buffer kernel's WGSL (docs/design/compiler.md §3)
 
 # The reference fuzzer's fixed config: twice, slot 0 F32 READ, slot 1 F32 WRITE.
 TWICE = KernelConfig(1, "wago_gpu.kernel.twice", "wago_gpu.cpu.twice",

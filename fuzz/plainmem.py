@@ -2,7 +2,7 @@
 
 The guest's own kernel function is called once per element from Python, as its CPU runner would,
 with `wago_gpu_v1` provided by a small Wasm module written here (ACCESSOR_WAT) that keeps each
-slot's elements in stored format in its own linear memory. Its checks follow abi.md §2.5 and
+slot's elements in stored format in its own linear memory. Its checks follow docs/design/abi.md §2.5 and
 §2.13-2.14 (getBuffer: slot >= 8 or empty traps 5; read/write: bad handle 2, wrong type 4, index
 out of range 3), its F16 conversions are §5.3's, written again in Wasm, and a failing check calls
 the Python import `fuzz.trap`, which raises the same trap message wagogpu uses. Imports a kernel

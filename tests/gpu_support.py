@@ -10,7 +10,7 @@ import pytest
 
 from wagogpu import Config, Host
 from wagogpu.abi import unpack_result
-from wagogpu.buffers import TransferTuning
+from wagogpu.buffers import HostTuning, TransferTuning
 
 from .guests import abi_module
 
@@ -36,7 +36,7 @@ def openable_adapters() -> tuple[tuple[int, str], ...]:
     return tuple(found)
 
 
-def gpu_host(tuning: TransferTuning | None = None, **overrides) -> Host:
+def gpu_host(tuning: HostTuning | TransferTuning | None = None, **overrides) -> Host:
     """A Host whose GPU path must be live: fails (never skips) when no adapter opens."""
     overrides.setdefault("allow_software_adapter", not HARDWARE_REQUIRED)
     overrides.setdefault("require_gpu", HARDWARE_REQUIRED)

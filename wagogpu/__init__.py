@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from .abi.table import Access, ElementType, Status
     from .compiler.contract import CompileError, CompileErrorKind
-    from .config import BindingConfig, Config, KernelConfig
+    from .config import BindingConfig, Config, KernelConfig, config_from_json
     from .errors import ConfigError, GpuRequiredError, ModuleError
     from .host import Host, Instance, Module
     from .host.guest_limits import LimitTrap
@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "Host": ".host", "Module": ".host", "Instance": ".host",
     "Config": ".config", "KernelConfig": ".config", "BindingConfig": ".config",
+    "config_from_json": ".config",
     "ElementType": ".abi.table", "Access": ".abi.table", "Status": ".abi.table",
     "CompileError": ".compiler.contract", "CompileErrorKind": ".compiler.contract",
     "ConfigError": ".errors", "ModuleError": ".errors", "GpuRequiredError": ".errors",

@@ -1,4 +1,4 @@
-"""Host configuration records, their validation (abi.md §7.1-7.2) and their JSON form.
+"""Host configuration records, their validation (docs/design/abi.md §7.1-7.2) and their JSON form.
 
 KernelConfig and BindingConfig only record what the user wrote, so that compile_buffer_wgsl can
 report a bad kernel as CompileError(INVALID_CONTRACT). Config validates everything at construction
@@ -6,7 +6,9 @@ and raises ConfigError (a ValueError) naming the field.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Any
@@ -33,6 +35,8 @@ LIMITS: dict[str, tuple[int, int]] = {
     "max_elements": (10_000_000, 10_000_000),
 }
 DEFAULT_RUN_TIMEOUT = 5.0
+#: The longest run_timeout: deadlines past it overflow the platform's wait timestamps (time_t).
+MAX_RUN_TIMEOUT = 1e6
 POWER_PREFERENCES = ("high-performance", "low-power")
 #: The guest limits' ranges (None turns each off): call_timeout in seconds, the counts' lowest value.
 MAX_CALL_TIMEOUT = 1e6
@@ -96,8 +100,9 @@ class Config:
             raise ConfigError("min_elements", f"{self.min_elements} is above max_elements {self.max_elements}")
         if isinstance(self.run_timeout, bool) or not isinstance(self.run_timeout, (int, float)):
             raise ConfigError("run_timeout", f"expected seconds as a number, got {self.run_timeout!r}")
-        if self.run_timeout < 0:
-            raise ConfigError("run_timeout", f"must not be negative, got {self.run_timeout}")
+        if not 0 <= self.run_timeout <= MAX_RUN_TIMEOUT:  # (NaN compares false both ways)
+            raise ConfigError("run_timeout", f"expected seconds from 0 (the default) to {MAX_RUN_TIMEOUT:g}, "
+                                             f"got {self.run_timeout}")
         if self.run_timeout == 0:
             object.__setattr__(self, "run_timeout", DEFAULT_RUN_TIMEOUT)
         if self.power_preference not in POWER_PREFERENCES:
@@ -219,7 +224,7 @@ def kernel_from_json(raw: object, where: str) -> KernelConfig:
         raise ConfigError(where, "a kernel is an object with id, name (or export) and bindings")
     unknown = sorted(set(raw) - set(KERNEL_JSON_FIELDS))
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}", f"unknown kernel field (one of {', '.join(sorted(KERNEL_JSON_FIELDS))})")
+        raise ConfigError(f"{where}.{unknown[0]}", unknown_field_message("kernel", unknown[0], KERNEL_JSON_FIELDS))
     if "id" not in raw:
         raise ConfigError(f"{where}.id", "missing")
     export: Any  # JSON values: KernelConfig and Config check them, naming the field
@@ -246,14 +251,28 @@ def kernel_from_json(raw: object, where: str) -> KernelConfig:
         raise _within(where, exc) from None
 
 
+def unknown_field_message(kind: str, name: str, fields: Iterable[str]) -> str:
+    """`unknown Config field (did you mean 'x'?; fields: a, b, ...)`: the closest name by difflib
+    when one is close, then every field, so a typo can be fixed from the message alone."""
+    known = sorted(fields)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown {kind} field ({hint}fields: {', '.join(known)})"
+
+
 def config_from_json(data: object) -> Config:
-    """A Config from parsed JSON: kernels as objects, bindings as [slot, type, access], other Config
-    fields as they are. Raises ConfigError naming the field."""
+    """A Config from JSON text or an already parsed object: kernels as objects, bindings as [slot,
+    type, access], other Config fields as they are. Raises ConfigError naming the field."""
+    if isinstance(data, (str, bytes, bytearray)):
+        try:
+            data = json.loads(data)
+        except ValueError as exc:
+            raise ConfigError("config", f"not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError("config", "the config must be a JSON object")
     unknown = sorted(set(data) - set(CONFIG_FIELDS))
     if unknown:
-        raise ConfigError(unknown[0], "unknown Config field")
+        raise ConfigError(unknown[0], unknown_field_message("Config", unknown[0], CONFIG_FIELDS))
     given = dict(data)
     kernels = given.get("kernels", [])
     if not isinstance(kernels, list):

@@ -1,18 +1,17 @@
-"""Snapshot records (abi.md §8) and the closed sets of names they carry.
+"""Snapshot records (docs/design/abi.md §8) and the closed sets of names they carry.
 
 A leaf every layer may import: the buffer layer fills BufferOperation, the host copies the records
-out under its lock. Every closed set is a StrEnum whose values are the names abi.md §8 prints, so
+out under its lock. Every closed set is a StrEnum whose values are the names docs/design/abi.md §8 prints, so
 a snapshot compares equal to (and serialises as) the same strings as before.
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import MISSING, dataclass, field, fields
-from operator import attrgetter
 
 
 class Outcome(enum.StrEnum):
-    """How a non-scalar import ended (abi.md §8.3); NONE only in a record no import has filled."""
+    """How a non-scalar import ended (docs/design/abi.md §8.3); NONE only in a record no import has filled."""
 
     NONE = ""
     OK = "OK"
@@ -44,7 +43,7 @@ class ReasonCode(enum.StrEnum):
 
 
 class RuntimeState(enum.StrEnum):
-    """BufferSnapshot.state; later members take precedence when several hold (abi.md §8.2)."""
+    """BufferSnapshot.state; later members take precedence when several hold (docs/design/abi.md §8.2)."""
 
     UNAVAILABLE = "UNAVAILABLE"
     READY = "READY"
@@ -70,7 +69,7 @@ class KernelState(enum.StrEnum):
 
 
 class BufferState(enum.StrEnum):
-    """Where a buffer's current contents are (abi.md §4.1)."""
+    """Where a buffer's current contents are (docs/design/abi.md §4.1)."""
 
     CPU_CURRENT = "CPU_CURRENT"
     GPU_CURRENT = "GPU_CURRENT"
@@ -107,25 +106,25 @@ class TransferCounters:
     parameter_upload_count: int = 0
 
     def add(self, other: "TransferCounters") -> None:
-        values = _counter_values(other)  # one C call; most imports touch two counters or none
-        if any(values):
-            mine = self.__dict__
-            for name, value in zip(COUNTER_NAMES, values):
-                if value:
-                    mine[name] += value
+        # Only what ``other`` holds itself: a record made by BufferOperation.start holds the few
+        # fields its import set (most touch two counters or none), the rest are the class's zeros.
+        mine = self.__dict__
+        for name, value in other.__dict__.items():
+            if name in _COUNTER_SET and value:
+                mine[name] += value
 
     def counters(self) -> "TransferCounters":
         return TransferCounters(**{name: self.__dict__[name] for name in COUNTER_NAMES})
 
 
 COUNTER_NAMES = tuple(f.name for f in fields(TransferCounters))
-_counter_values = attrgetter(*COUNTER_NAMES)
+_COUNTER_SET = frozenset(COUNTER_NAMES)
 STAGE_FIELDS = tuple(str(s) for s in Stage)  # BufferOperation fields zeroed when a profile is invalid
 
 
 @dataclass
 class BufferOperation(TransferCounters):
-    """The last non-scalar wago_gpu_v1 import (abi.md §8.3). Durations are seconds."""
+    """The last non-scalar wago_gpu_v1 import (docs/design/abi.md §8.3). Durations are seconds."""
 
     sequence: int = 0
     instance: int = 0
@@ -151,6 +150,21 @@ class BufferOperation(TransferCounters):
     download: float = 0.0
     conversion: float = 0.0
     commit: float = 0.0
+
+    def __str__(self) -> str:
+        """One line: the import, status, outcome, reason code and reason, and the times that were
+        measured (`repr` keeps every field)."""
+        if not self.import_name:
+            return "no import yet"
+        what = self.import_name
+        if what == "dispatch":
+            what += f" kernel {self.kernel_id} count {self.count}"
+        text = f"{what}: status {self.status}, {self.outcome}"
+        if self.reason_code != ReasonCode.NONE or self.reason:
+            text += f" ({self.reason_code}: {self.reason})" if self.reason else f" ({self.reason_code})"
+        stages = ", ".join(f"{name} {getattr(self, name) * 1e3:.3f} ms" for name in ("upload", "compute", "download")
+                           if getattr(self, name))
+        return text + f", {self.total * 1e3:.3f} ms" + (f" ({stages})" if stages else "")
 
     @classmethod
     def start(cls, import_name: str, instance: int, count: int, kernel_id: int) -> "BufferOperation":
@@ -258,7 +272,7 @@ class LoopLimits:
 
 @dataclass(frozen=True)
 class QuarantineReport:
-    """What the quarantine kept (wagogpu's guarantee beyond abi.md §4.7: nothing readable is lost).
+    """What the quarantine kept (wagogpu's guarantee beyond docs/design/abi.md §4.7: nothing readable is lost).
 
     ``settled``: the work that timed-out waits left on the device finished within the bound, so the
     device could be read. ``rescued_*``: committed GPU-only buffers read back into their CPU copies;
@@ -290,7 +304,7 @@ class LegacyTiming:
 
 @dataclass
 class Snapshot:
-    """Legacy wago_gpu.run / run_batch diagnostics (abi.md §8.1)."""
+    """Legacy wago_gpu.run / run_batch diagnostics (docs/design/abi.md §8.1)."""
 
     device: str
     reason: str

@@ -21,7 +21,6 @@ _CHUNK_MIN = 1 << 20
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
-_memmove = ctypes.memmove
 
 
 def copy_threads(default: int = 8) -> int:
@@ -51,7 +50,7 @@ def _pieces(dst: int, src: int, nbytes: int, threads: int) -> list[tuple[int, in
 def copy_bytes(dst: int, src: int, nbytes: int, threads: int = 8) -> None:
     """memcpy ``nbytes`` from address ``src`` to address ``dst`` (non-overlapping), on up to ``threads``."""
     if nbytes < PARALLEL_MIN_BYTES:  # the small copies of every set and copy-back: no list, no pool
-        _memmove(dst, src, nbytes)
+        ctypes.memmove(dst, src, nbytes)
         return
     copy_many([(dst, src, nbytes, threads)])
 
@@ -63,11 +62,11 @@ def copy_many(jobs: list[tuple[int, int, int, int]]) -> None:
     if not pieces:
         return
     if len(pieces) == 1:
-        _memmove(*pieces[0])
+        ctypes.memmove(*pieces[0])
         return
     pool = _get_pool()
-    futures = [pool.submit(_memmove, *p) for p in pieces[1:]]
-    _memmove(*pieces[0])
+    futures = [pool.submit(ctypes.memmove, *p) for p in pieces[1:]]
+    ctypes.memmove(*pieces[0])
     for f in futures:
         f.result()
 

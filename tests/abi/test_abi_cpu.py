@@ -1,4 +1,4 @@
-"""The wago_gpu_v1 imports on the CPU path: check orders, statuses, traps and limits (abi.md §2, §9.1)."""
+"""The wago_gpu_v1 imports on the CPU path: check orders, statuses, traps and limits (docs/design/abi.md §2, §9.1)."""
 from __future__ import annotations
 
 import struct

@@ -1,5 +1,5 @@
 """The buffer layer's typed records and closed sets: BufferRecord's named fields are the accessor
-layout's words (RECORD_DTYPE), the StrEnums read and serialise as the names abi.md §8 prints, and
+layout's words (RECORD_DTYPE), the StrEnums read and serialise as the names docs/design/abi.md §8 prints, and
 TransferTuning refuses what it cannot mean."""
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ import pytest
 from wagogpu import Config, ConfigError, ElementType, Host
 from wagogpu.abi import accessor as acc
 from wagogpu.abi import unpack_result
-from wagogpu.buffers import BufferRecord, TransferTuning
+from wagogpu.buffers import BufferRecord, HostTuning, PipelineTuning, TransferTuning
 from wagogpu.diagnostics import BufferState, Outcome, ReasonCode, RuntimeState
+from wagogpu.gpu import DeviceTuning
 
 from ..conftest import kernel
+from ..gpu_support import gpu_host
 from ..guests import abi_module, runner_kernel
 
 
@@ -102,6 +104,28 @@ def test_transfer_tuning_refuses_what_it_cannot_mean(kwargs, field) -> None:
         TransferTuning(**kwargs)
 
 
-def test_host_takes_only_a_transfer_tuning() -> None:
-    with pytest.raises(ConfigError, match="tuning: expected wagogpu.buffers.TransferTuning"):
+def test_host_takes_only_a_host_tuning() -> None:
+    with pytest.raises(ConfigError, match="tuning: expected wagogpu.buffers.HostTuning"):
         Host(Config(kernels=[kernel()], disabled=True), tuning={"prestage_min_bytes": 0})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="HostTuning.pipeline: expected a PipelineTuning"):
+        HostTuning(pipeline=TransferTuning())  # type: ignore[arg-type]
+
+
+@pytest.mark.gpu
+def test_one_host_tuning_reaches_the_device_the_pending_work_and_the_transfers() -> None:
+    tuning = HostTuning(transfer=TransferTuning(prestage_min_bytes=4096), pipeline=PipelineTuning(max_dispatches=3),
+                        device=DeviceTuning(readahead_max_bytes=8192))
+    host = gpu_host(tuning, kernels=[kernel()])
+    try:
+        res = host.context.residency
+        assert host.device is not None and host.device.tuning is tuning.device
+        assert res.pending.tuning is tuning.pipeline
+        assert res.tuning.prestage_min_bytes == 4096 and res.tuning.readahead_max_bytes == 8192
+    finally:
+        host.close()
+    plain = Host(Config(kernels=[kernel()], disabled=True), tuning=TransferTuning(readahead=False))
+    try:
+        assert plain.tuning.transfer == TransferTuning(readahead=False)  # a TransferTuning alone
+        assert plain.tuning.pipeline == PipelineTuning()
+    finally:
+        plain.close()

@@ -1,5 +1,5 @@
 """The GPU dispatch path on a real adapter (lavapipe in CI): residency, seeds, dirty ranges, pool,
-budgets, and failures injected at every stage (abi.md §4, §9.3, §9.4)."""
+budgets, and failures injected at every stage (docs/design/abi.md §4, §9.3, §9.4)."""
 from __future__ import annotations
 
 import struct
@@ -14,6 +14,7 @@ from wagogpu.gpu import FaultInjector
 from wagogpu.host.module import build_pipelines
 
 from ..conftest import kernel
+from wagogpu.buffers import TransferTuning
 from ..gpu_support import Guest, f32_bits, gpu_host
 from ..guests import runner_kernel
 
@@ -584,6 +585,26 @@ def test_kernel_error_word_publishes_nothing_and_falls_back():
     assert g.host.buffer_snapshot().state == "READY"  # not a device failure: no quarantine
     assert g.set_f32(a, [5, 6, 7, 8]) == 0
     assert g.dispatch(1, 4) == 0  # the error word was reset for the next dispatch
+    assert list(g.get_f32(b, 4, guest=64)) == [10, 12, 14, 16]
+    g.host.close()
+
+
+@pytest.mark.parametrize("readahead", [True, False], ids=["readahead", "no_readahead"])
+def test_error_word_rides_in_the_dispatch_submission(readahead):
+    """A kernel that can raise the error word is checked before it publishes, and the error word's
+    read is served from a copy taken in the dispatch's own submission: one submission per dispatch
+    (two with read-ahead off), the same statuses and results either way."""
+    g = error_word_guest(tuning=TransferTuning(readahead=readahead))
+    a, b = prepared(g)
+    dev = g.host.device
+    # (the fallback adds one submission of its own: the output's readback, so the CPU runner reads it)
+    for values, status, fallback in (([1, 2, 3, 4], 0, 0), ([1, -2, 3, 4], Status.CPU_FALLBACK, 1),
+                                     ([5, 6, 7, 8], 0, 0)):
+        assert g.set_f32(a, values) == 0
+        submissions, hits = dev.stats.submissions, dev.readahead_hits
+        assert g.dispatch(1, 4) == status
+        assert dev.stats.submissions - submissions == (1 if readahead else 2) + fallback
+        assert dev.readahead_hits - hits == (1 if readahead else 0)
     assert list(g.get_f32(b, 4, guest=64)) == [10, 12, 14, 16]
     g.host.close()
 

@@ -1,6 +1,6 @@
 """Large-buffer transfer paths (extensions): a full set that prestages its upload, and a copy-back
 that leaves the readback parked in its mapped staging. Same answers, statuses and counters as the
-plain paths (abi.md §4.3-4.7); only where the bytes wait differs. Thresholds are lowered so that
+plain paths (docs/design/abi.md §4.3-4.7); only where the bytes wait differs. Thresholds are lowered so that
 small buffers take these paths."""
 from __future__ import annotations
 

@@ -179,7 +179,7 @@ def test_a_readback_failure_after_confirmation_is_the_readback_s(stage):
     g.host.device._faults = FaultInjector(fail={stage: 1})
     assert g.inst.call("copyBuffer32", a, 0, 0, 4096, 4) == Status.DEVICE_ERROR
     assert g.host.context.log.last_dispatch.confirmed
-    # unmap: the words arrived before the failure, so the CPU copy is current (abi.md §4.4 step 6);
+    # unmap: the words arrived before the failure, so the CPU copy is current (docs/design/abi.md §4.4 step 6);
     # map: the quarantine reads the committed contents back once more (quarantine.py), and that works.
     assert g.state(a) == "CPU_CURRENT"
     snapshot = g.host.buffer_snapshot()
@@ -306,4 +306,26 @@ def test_pending_work_past_its_time_bound_is_settled_at_the_next_import():
     c = g.create(F32, N)  # any import: the bound is past, so the device's answer is waited for
     assert g.host.device.pending_tickets == 0 and g.host.context.log.last_dispatch.confirmed
     assert g.state(c) == "CPU_CURRENT"
+    g.host.close()
+
+
+def test_a_read_ahead_copy_dropped_while_its_map_is_pending_does_not_stall_the_next_wait():
+    """A read-back output gets a read-ahead copy in the next batch; a large host write submits that
+    batch, and a later dispatch that writes the output drops the copy while its map is pending: the
+    settling wait must still end (it waited for the forgotten map until run_timeout, quarantining
+    the runtime with no fault)."""
+    g = chain_guest(run_timeout=5.0)
+    a, b = g.create(F32, N), g.create(F32, N)
+    g.bind(a, b)
+    assert g.set_f32(a, np.arange(N)) == 0
+    assert g.dispatch(1, N) == 0
+    g.inst.read_buffer(b)  # b was read back: the next dispatch writing it asks for a read-ahead copy
+    assert g.dispatch(1, 100) == 0 and g.dispatch(1, N) == 0
+    big = g.create(F32, 1 << 18)
+    g.inst.write_buffer(big, np.arange(1 << 18, dtype=np.float32))  # 1 MiB: submits the open batch
+    g.bind(big, b)
+    assert g.dispatch(1, N) == 0 and g.dispatch(1, N) == 0
+    snap = g.host.buffer_snapshot()
+    assert (snap.state, snap.lost_dispatches) == ("READY", ())
+    assert np.array_equal(g.get_f32(b, N), np.arange(N, dtype=np.float32) * 2)
     g.host.close()

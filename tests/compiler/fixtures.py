@@ -1,4 +1,4 @@
-"""Test modules of compiler.md §6 and abi.md §9 (our own renderings of the reference's fixtures)."""
+"""Test modules of docs/design/compiler.md §6 and docs/design/abi.md §9 (our own renderings of the reference's fixtures)."""
 from __future__ import annotations
 
 import functools
@@ -19,7 +19,7 @@ def kernel_config(name: str = "double", bindings=((0, E.F32, A.READ), (1, E.F32,
                         [BindingConfig(s, t, a) for s, t, a in bindings], **kw)
 
 
-K = kernel_config()  # the standard config of compiler.md §6
+K = kernel_config()  # the standard config of docs/design/compiler.md §6
 
 BUFFERS_WAT = """
 (module

@@ -2,10 +2,10 @@
 
 The golden file (data/reference_wgsl.json) was written by the compiler as it stood before the
 lowering became one path (commit fdd75f6), whose reference-subset output was checked against the
-reference's sizes and texts (compiler.md §2, §6). test_reference_wgsl.py compares today's output
+reference's sizes and texts (docs/design/compiler.md §2, §6). test_reference_wgsl.py compares today's output
 with it byte for byte, so any change to reference-subset WGSL fails there.
 
-Named cases cover every construct of the reference subset (compiler.md §1.3.5: end, the void
+Named cases cover every construct of the reference subset (docs/design/compiler.md §1.3.5: end, the void
 return before end, local.get/set/tee, i32/f32 constants, f32 add/sub/mul with the deferred-node and
 depth rules, getBuffer, loads and stores of every one-word element type, F16 helpers, handles and
 zero locals in locals, the index kept through locals); random cases are drawn by a seeded generator

@@ -1,4 +1,4 @@
-"""compile_buffer_wgsl: accepted kernels, B-1..B-27 of compiler.md §6 and abi.md §9.2 cases 18-22."""
+"""compile_buffer_wgsl: accepted kernels, B-1..B-27 of docs/design/compiler.md §6 and docs/design/abi.md §9.2 cases 18-22."""
 from __future__ import annotations
 
 import re
@@ -138,7 +138,8 @@ def test_b6_import_classification():
         ("wago_gpu_V1", "getBuffer", I32, UNSUPPORTED, "call is not a buffer intrinsic"),
         (ABI_MODULE, "unknownBuffer", I32, UNSUPPORTED, "unknown intrinsic"),
         (ABI_MODULE, "getbuffer", I32, UNSUPPORTED, "unknown intrinsic"),
-        (ABI_MODULE, "getBuffer", F32, INVALID, "intrinsic signature mismatch"),
+        (ABI_MODULE, "getBuffer", F32, INVALID,
+         "intrinsic signature mismatch: getBuffer is declared (i32) -> (f32), the ABI's is (i32) -> (i32)"),
     ]:
         with pytest.raises(CompileError) as e:
             compile_buffer_wgsl(_b6_module(module, name, result), K)
@@ -154,7 +155,9 @@ def test_b6_type_index_out_of_range_is_bad_signature():
     m.func([I32], [], END, export="wago_gpu.cpu.double")
     with pytest.raises(CompileError) as e:
         compile_buffer_wgsl(m.build(), K)
-    assert (e.value.kind, e.value.message) == (INVALID, "intrinsic signature mismatch")
+    assert (e.value.kind, e.value.message) == (INVALID, "intrinsic signature mismatch: getBuffer is declared with "
+                                                        "type 127, not a function type of the module, the ABI's is "
+                                                        "(i32) -> (i32)")
 
 
 # ---- B-7: nothing is shared between compilations ------------------------------------------------

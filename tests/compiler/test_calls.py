@@ -39,9 +39,31 @@ def test_a_helper_is_inlined_with_its_result_and_the_index_keeps_its_identity():
     assert "slot2[index] = " in wgsl and "fn " not in wgsl.split("fn main")[0]
 
 
+def names_stripped_message(wat: str) -> str:
+    """The refusal of a module whose name section is gone: the function is named by index alone."""
+    from fixtures import config
+    from wagogpu.abi.table import Access, ElementType
+    from wagogpu.compiler.decoder import decode_module
+    from wagogpu.host.memexports import uleb128
+
+    wasm = bytes(wasmtime.wat2wasm(wat))
+    custom = decode_module(wasm).custom
+    assert custom, "wat2wasm writes a name section"
+    start = custom[0][0] - 1 - len(uleb128(custom[0][1] - custom[0][0]))  # the section id and its size
+    stripped = wasm[:start] + wasm[custom[0][1]:]
+    kernel = config((0, ElementType.I32, Access.READ), (2, ElementType.I32, Access.WRITE), name="k")
+    with pytest.raises(CompileError) as e:
+        compile_buffer_wgsl(stripped, kernel)
+    assert "$" not in e.value.message
+    return e.value.message
+
+
 def test_recursion_and_call_indirect_stay_on_the_cpu():
     rec = "(func $f (param i32) (result i32) (call $g (local.get 0))) (func $g (param i32) (result i32) (call $f (local.get 0)))"
-    assert refused(WRITE.format(f"(call $f {READ})"), rec).startswith("recursive call to function")
+    message = refused(WRITE.format(f"(call $f {READ})"), rec)
+    assert message.startswith("recursive call to function ") and message.endswith(" ($f)")  # by its name-section name
+    stripped = kernel_wat(WRITE.format(f"(call $f {READ})"), "(local $p i32)").rstrip().removesuffix(")") + rec + ")"
+    assert names_stripped_message(stripped).startswith("recursive call to function ")
     table = "(table 1 funcref) (type $t (func (param i32) (result i32)))"
     assert "call_indirect" in refused(WRITE.format(f"(call_indirect (type $t) {READ} (i32.const 0))"), table)
 
@@ -59,8 +81,14 @@ def test_globals():
     consts = "(global $c i32 (i32.const 41)) (global $m (mut i32) (i32.const 0)) (global $f (mut f32) (f32.const 0))"
     assert "0x00000029u" in compile_wat(WRITE.format("(i32.add (global.get $c) (i32.const 0))"), consts)
     assert "mutable f32 global" in refused(WRITE.format("(i32.reinterpret_f32 (global.get $f))"), consts)
-    # the mutable i32 global is the stack pointer: its value is a frame address, never a number
-    assert refused(WRITE.format("(global.get $m)"), consts) == "stack-pointer address used as a number"
+    # the mutable i32 global is taken for the stack pointer: its value is a frame address, never a number;
+    # the message names the global (a plain variable, as here, is the usual cause)
+    assert refused(WRITE.format("(global.get $m)"), consts) == (
+        "global 1 ($m): its value is used as a number, which a stack address cannot be (the first mutable i32 global "
+        "a kernel reads is taken for its shadow-stack pointer; a plain mutable global keeps the kernel on the CPU, "
+        "whose value only the guest knows)")
+    assert refused("(global.set $m (i32.add (global.get $m) (i32.const 4)))", consts).startswith(
+        "global 1 ($m): set above its value at kernel entry, which a stack pointer never is (")
     assert "a global other than the stack pointer" in refused("(global.set $m (i32.const 1))", consts)
 
 

@@ -1,4 +1,4 @@
-"""The bounded module decoder (compiler.md §1.3.2, abi.md §6.2)."""
+"""The bounded module decoder (docs/design/compiler.md §1.3.2, docs/design/abi.md §6.2)."""
 from __future__ import annotations
 
 import pytest

@@ -441,7 +441,7 @@ def test_random_programs_match_wasm(gpu, data):
 
 
 def _close_floats(a: np.ndarray, b: np.ndarray) -> bool:
-    """Relaxed-float agreement (abi.md §5.5): close where Wasm's result is finite. Where it is NaN or
+    """Relaxed-float agreement (docs/design/abi.md §5.5): close where Wasm's result is finite. Where it is NaN or
     infinite the GPU may differ (WGSL lets implementations assume no non-finite values, so lavapipe
     folds inf - inf to 0); only the exact paths promise those bits."""
     fa, fb = a.view(np.float32).astype(np.float64), b.view(np.float32).astype(np.float64)

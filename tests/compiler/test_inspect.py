@@ -1,4 +1,4 @@
-"""inspect_module: the host's one call at compile time (abi.md §6.2-6.3)."""
+"""inspect_module: the host's one call at compile time (docs/design/abi.md §6.2-6.3)."""
 from __future__ import annotations
 
 from hypothesis import given, settings
@@ -33,7 +33,8 @@ def test_classification_of_each_kernel():
     assert p[1].is_float and p[1].used_slots == (0, 1) and p[1].translate_seconds > 0
     assert p[2].cls is KernelClass.ELIGIBLE and p[2].is_float and not p[2].error_word and p[2].loop_budget == 0
     assert (p[7].cls, p[7].error_kind, p[7].reason) == (KernelClass.REJECTED, UNSUPPORTED, "unsupported opcode 0xd1")
-    assert (p[3].cls, p[3].reason) == (KernelClass.INVALID, "intrinsic violates slot access")
+    assert (p[3].cls, p[3].reason) == (KernelClass.INVALID, "intrinsic violates slot access: writeBufferF32 writes "
+                                                            "slot 0, declared READ")
     assert (p[4].cls, p[4].reason) == (KernelClass.INVALID, "wago_gpu.kernel.absent must be a defined (i32) -> () export")
     assert p[5].cls is KernelClass.INVALID
     assert (p[6].cls, p[6].error_kind) == (KernelClass.REJECTED, UNSUPPORTED)
@@ -52,7 +53,7 @@ def test_read_before_write_and_float_facts():
     assert plan.cls is KernelClass.ELIGIBLE and not plan.is_float
     plan = inspect_module(tm(body + FULL.write("I32", FULL.get(1), lget(0), i32c(0)), abi=FULL), [ints]).kernels[1]
     assert not plan.is_float
-    # an unused F16 binding makes the kernel float (abi.md §5.5, conservative)
+    # an unused F16 binding makes the kernel float (docs/design/abi.md §5.5, conservative)
     plan = inspect_module(tm(body, abi=FULL), [config((0, E.I32, A.READ), (1, E.I32, A.WRITE),
                                                       (2, E.F16, A.READ))]).kernels[1]
     assert plan.is_float

@@ -1,4 +1,4 @@
-"""Legacy compile_wgsl, conformance cases L-1..L-27 (compiler.md §6)."""
+"""Legacy compile_wgsl, conformance cases L-1..L-27 (docs/design/compiler.md §6)."""
 from __future__ import annotations
 
 import struct

@@ -114,7 +114,7 @@ def test_mutated_modules_compile_or_raise_compile_error(data):
 @given(st.binary(max_size=200))
 @example(bytes.fromhex("01ff"))
 def test_random_bytes_after_header(data):
-    """abi.md §9.2 case 23: every failure is a CompileError and any WGSL is at most 512 KiB."""
+    """docs/design/abi.md §9.2 case 23: every failure is a CompileError and any WGSL is at most 512 KiB."""
     for source in (b"\x00asm\x01\x00\x00\x00" + data, data):
         try:
             wgsl = compile_buffer_wgsl(source, K)

@@ -1,4 +1,4 @@
-"""Bounded LEB128 reader (compiler.md §1.1)."""
+"""Bounded LEB128 reader (docs/design/compiler.md §1.1)."""
 from __future__ import annotations
 
 import pytest

@@ -101,7 +101,7 @@ class Kernel:
 
     @property
     def is_float(self) -> bool:
-        """Float kernels need relaxed_float consent for the GPU path (abi.md §5.5)."""
+        """Float kernels need relaxed_float consent for the GPU path (docs/design/abi.md §5.5)."""
         return any(s.type in FLOAT_TYPES for s in self.slots)
 
     @property

@@ -27,7 +27,7 @@ from .wasmscan import FC_KINDS, OPCODE_KINDS, Kind, Module, local_kinds, parse_m
 REPORT_MD = HERE / "report.md"
 REPORT_JSONL = HERE / "report.jsonl"
 HEX_OPCODE = re.compile(r"opcode 0x([0-9a-f]{2})(?: 0x([0-9a-f]{2}))?")
-# Messages that name their blocker in words (compiler.md §1.3.8), then words that later messages
+# Messages that name their blocker in words (docs/design/compiler.md §1.3.8), then words that later messages
 # (opcode names, issue 17 item 6) would contain; the first match decides.
 MESSAGE_KINDS: tuple[tuple[str, Kind], ...] = (
     ("only buffer intrinsic calls", Kind.DEFINED_CALL), ("call_indirect", Kind.DEFINED_CALL),

@@ -1,4 +1,4 @@
-"""Shared helpers of the GPU backend tests: WGSL kernels of the compiler's shape (abi.md §6.5)."""
+"""Shared helpers of the GPU backend tests: WGSL kernels of the compiler's shape (docs/design/abi.md §6.5)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ struct Params { count: u32, p1: u32, p2: u32, p3: u32 }
 @group(0) @binding(0) var<uniform> params: Params;
 """
 
-#: dst[i] = src[i] * 2 (the compiler's shape, abi.md §6.5, with the 2-D index).
+#: dst[i] = src[i] * 2 (the compiler's shape, docs/design/abi.md §6.5, with the 2-D index).
 WGSL_X2 = _HEAD + """
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;

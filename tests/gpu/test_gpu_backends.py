@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from wagogpu.gpu import GpuDevice, GpuUnavailable
-from wagogpu.gpu.backend import PUBLIC_ENV, DeviceApi, load_api
+from wagogpu.gpu.api import load_api
+from wagogpu.gpu.backend import PUBLIC_ENV, DeviceApi
 
 pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
 

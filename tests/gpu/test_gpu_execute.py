@@ -54,7 +54,7 @@ def test_count_smaller_than_buffer_leaves_the_tail(device: GpuDevice, x2) -> Non
 
 @pytest.mark.parametrize("count", [1, 255, 256, 257, 512, 513])
 def test_partial_seeds_copy_only_the_tail(device: GpuDevice, x2, count: int) -> None:
-    """abi.md §9.3 #38: the scratch output gets the committed tail [count, length) by a device copy."""
+    """docs/design/abi.md §9.3 #38: the scratch output gets the committed tail [count, length) by a device copy."""
     n = 513
     a, committed, scratch, u, st = (device.create_storage(n * 4), device.create_storage(n * 4),
                                     device.create_storage(n * 4), device.create_uniform(), device.create_staging(n * 4))

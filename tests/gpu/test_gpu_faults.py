@@ -123,7 +123,7 @@ def test_read_fault_stages(make_device, stage: str) -> None:
 
 
 def test_unmap_fault_keeps_the_copied_data(make_device) -> None:
-    """abi.md §4.4 step 6: data fully copied before an unmap failure comes back on the exception."""
+    """docs/design/abi.md §4.4 step 6: data fully copied before an unmap failure comes back on the exception."""
     rig = Rig(make_device, FaultInjector(fail={"unmap": 1}))
     rig.run()
     with pytest.raises(DeviceFailure) as err:
@@ -192,6 +192,17 @@ def test_settle_waits_for_the_work_a_timeout_left_without_submitting(make_device
     assert time.perf_counter() - t0 < 0.25
 
 
+def test_settle_after_a_timeout_does_not_count_on_a_dropped_read_ahead_map(make_device) -> None:
+    """A timed-out dispatch with a read-ahead copy: the failure frees the copy and forgets its map,
+    and settling waits for the dispatch's own fence only (a forgotten map never resolves)."""
+    import dataclasses
+
+    dev = make_device()
+    slow, a = slow_plan(dev, 0.3)
+    timed_out(dev, dataclasses.replace(slow, readahead=[a]))
+    assert dev.settle(30.0) and dev.settle(0.0)
+
+
 def struct_params(count: int, rounds: int) -> bytes:
     return np.array([count, rounds, 0, 0], dtype="<u4").tobytes()
 
@@ -216,7 +227,7 @@ def test_lock_wait_counts_against_the_timeout(make_device) -> None:
 
 @pytest.mark.parametrize("order", ["close_then_release", "release_after_close_returned"])
 def test_close_while_execute_is_blocked(make_device, order: str) -> None:
-    """abi.md §9.3 #31: close() during a dispatch stuck on the device; both finish within 3 s."""
+    """docs/design/abi.md §9.3 #31: close() during a dispatch stuck on the device; both finish within 3 s."""
     release = threading.Event()
     faults = FaultInjector(fail={}, release=release)
     faults._fail["block"] = frozenset([1])

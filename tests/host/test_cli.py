@@ -405,17 +405,19 @@ def test_compile_reports_the_rules_it_can_see(capsys, tmp_path, bindings, expect
     assert err[:len(expected)] == expected, err
 
 
-@pytest.mark.parametrize("bindings, problem", [
-    (["0:F32:read", "1:F32:read"], "note: slot 0 is declared read but the kernel writes it (declare it write or rw)"),
-    (["0:F32:write", "1:F32:write"], "note: slot 1 is declared write but the kernel reads it (declare it rw)"),
+@pytest.mark.parametrize("bindings, first, problem", [
+    (["0:F32:read", "1:F32:read"], "writeBufferF32 writes slot 0, declared READ",
+     "note: slot 0 is declared read but the kernel writes it (declare it write or rw)"),
+    (["0:F32:write", "1:F32:write"], "readBufferF32 reads slot 1, declared WRITE",
+     "note: slot 1 is declared write but the kernel reads it (declare it rw)"),
 ])
-def test_compile_names_the_slot_that_breaks_its_access(capsys, tmp_path, bindings, problem):
+def test_compile_names_the_slot_that_breaks_its_access(capsys, tmp_path, bindings, first, problem):
     wat = tmp_path / "k.wat"
     wat.write_text(KERNEL_WAT)
     args = [arg for b in bindings for arg in ("--binding", b)]
     code, out, err = run_cli(capsys, "compile", wat, "--kernel", "k", *args)
     assert code == 1 and out == ""
-    assert err == ["CompileError INVALID_CONTRACT: intrinsic violates slot access", problem,
+    assert err == [f"CompileError INVALID_CONTRACT: intrinsic violates slot access: {first}", problem,
                    "note: every dispatch of kernel 1 answers INVALID_KERNEL (10): fix the kernel or its bindings"]
 
 
@@ -442,3 +444,49 @@ def test_the_drivers_xdg_runtime_dir_lines_are_silenced():
 def test_demo_takes_the_adapter_flags(capsys):
     assert_error(capsys, ["demo", "--allow-software-adapter", "--adapter", "no such gpu"],
                  "adapter: adapter name 'no such gpu' matches no adapter; adapters: 0: ")
+
+
+DIVIDE_WAT = """(module
+  (import "wago_gpu_v1" "createBufferPacked" (func $create (param i32 i32) (result i64)))
+  (import "wago_gpu_v1" "bindBuffer" (func $bind (param i32 i32) (result i32)))
+  (import "wago_gpu_v1" "dispatch" (func $dispatch (param i32 i32) (result i32)))
+  (import "wago_gpu_v1" "getBuffer" (func $g (param i32) (result i32)))
+  (import "wago_gpu_v1" "readBufferI32" (func $r (param i32 i32) (result i32)))
+  (import "wago_gpu_v1" "writeBufferI32" (func $w (param i32 i32 i32)))
+  (func (export "wago_gpu.kernel.div") (param i32)
+    (call $w (call $g (i32.const 1)) (local.get 0)
+      (i32.div_s (i32.const 7) (call $r (call $g (i32.const 0)) (local.get 0)))))
+  (func $cpu (export "wago_gpu.cpu.div") (param i32)
+    (drop (i32.div_s (i32.const 7) (call $r (call $g (i32.const 0)) (i32.const 0)))))
+  (func (export "run") (result i32)
+    (drop (call $bind (i32.const 0) (i32.wrap_i64 (call $create (i32.const 5) (i32.const 4)))))
+    (drop (call $bind (i32.const 1) (i32.wrap_i64 (call $create (i32.const 5) (i32.const 4)))))
+    (if (i32.eq (call $dispatch (i32.const 1) (i32.const 4)) (i32.const 1)) (then (call $cpu (i32.const 4))))
+    (i32.const 0)))"""
+
+
+@pytest.mark.gpu
+def test_a_trap_after_a_gpu_fallback_says_why_it_fell_back(capsys, config_file, tmp_path):
+    """The kernel divides by the zero-filled input: the GPU attempt raises the error word, the CPU
+    runner traps as Wasm does, and the error line says both, in words."""
+    guest = tmp_path / "divide.wat"
+    guest.write_text(DIVIDE_WAT)
+    config = config_file({"kernels": [{"id": 1, "name": "div", "bindings": [[0, "I32", "read"], [1, "I32", "write"]]}]})
+    line = assert_error(capsys, ["run", guest, "--config", config, "--call", "run", GPU_FLAG], code=1)
+    assert line == ("wagogpu: error: trap in run: wasm trap: integer divide by zero; the last dispatch (kernel 1 "
+                    "count 4) fell back from the GPU to the guest's CPU runner, KERNEL_TRAP: the GPU kernel hit a "
+                    "Wasm trap (division by zero, signed overflow or a trapping truncation) (kernel error word 1); "
+                    "nothing was published, the CPU runner does the work")
+
+
+def test_compile_of_an_unknown_kernel_lists_the_kernels_found(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "compile", DOUBLE, "--kernel", "doubel", "--binding", "0:f32:r", "--binding", "1:f32:w")
+    assert code == 1
+    assert err[:2] == ["CompileError INVALID_CONTRACT: wago_gpu.kernel.doubel must be a defined (i32) -> () export",
+                       "note: did you mean --kernel double? the module exports the kernels: double"]
+    code, _, err = run_cli(capsys, "compile", MANDELBROT, "--kernel", "zzz", "--binding", "0:f32:r")
+    assert code == 1 and err[1] == "note: the module exports the kernels: mandel, step"
+    plain = tmp_path / "plain.wat"
+    plain.write_text('(module (func (export "f")))')
+    code, _, err = run_cli(capsys, "compile", plain, "--kernel", "double", "--binding", "0:f32:r")
+    assert code == 1 and err[1] == "note: the module exports no kernel (no export named wago_gpu.kernel.NAME)"

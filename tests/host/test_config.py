@@ -1,9 +1,9 @@
-"""Config / KernelConfig validation: a bad value raises ValueError naming the field (abi.md §7)."""
+"""Config / KernelConfig validation: a bad value raises ValueError naming the field (docs/design/abi.md §7)."""
 from __future__ import annotations
 
 import pytest
 
-from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
+from wagogpu import Access, BindingConfig, Config, ConfigError, ElementType, Host, KernelConfig
 
 from ..conftest import kernel
 
@@ -179,3 +179,29 @@ def test_strict_float_is_a_kernel_flag_in_python_and_json():
     assert e.value.field == "strict_float"
     cfg = config_from_json({"kernels": [{"id": 1, "name": "k", "strict_float": True, "bindings": [[0, "F32", "read"]]}]})
     assert cfg.kernels[0].strict_float
+
+
+def test_config_from_json_is_public_and_takes_text_or_a_dict():
+    import wagogpu
+
+    text = '{"disabled": true, "run_timeout": 2.5}'
+    assert wagogpu.config_from_json(text) == wagogpu.config_from_json({"disabled": True, "run_timeout": 2.5})
+    assert wagogpu.config_from_json(text.encode()).run_timeout == 2.5
+    with pytest.raises(ConfigError, match=r"^config: not valid JSON: "):
+        wagogpu.config_from_json('{"disabled": tru}')
+
+
+def test_an_unknown_field_suggests_the_closest_and_lists_them_all():
+    from wagogpu.config import CONFIG_FIELDS, KERNEL_JSON_FIELDS, config_from_json
+
+    with pytest.raises(ConfigError) as e:
+        config_from_json({"allow_sofware_adapter": True, "disabled": True})
+    message = str(e.value)
+    assert message.startswith("allow_sofware_adapter: unknown Config field (did you mean 'allow_software_adapter'? ")
+    assert all(name in message for name in CONFIG_FIELDS)
+    with pytest.raises(ConfigError) as e:
+        config_from_json({"kernels": [{**_json_kernel()["kernels"][0], "bindingz": []}]})
+    assert str(e.value).startswith("kernels[0].bindingz: unknown kernel field (did you mean 'bindings'? ")
+    assert all(name in str(e.value) for name in KERNEL_JSON_FIELDS)
+    with pytest.raises(ConfigError, match=r"^zzz: unknown Config field \(fields: adapter, "):
+        config_from_json({"zzz": 1})

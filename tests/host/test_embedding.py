@@ -313,3 +313,29 @@ def test_every_error_status_records_a_reason(guest):
     assert failure.import_name == "createBufferPacked" and failure.status == Status.LIMIT_EXCEEDED
     assert inst.call("freeBuffer", a) == Status.OK
     assert guest.host.buffer_snapshot().last_failure.status == Status.LIMIT_EXCEEDED  # kept across successes
+
+
+def test_exports_hide_the_hosts_memory_exports(make_host):
+    host = make_host()
+    inst = host.instantiate(host.compile('(module (memory (export "mem") 1) (memory 2) (func (export "f")))'))
+    assert list(inst.exports) == ["mem", "f"] and len(inst.exports) == 2
+    assert "wagogpu:memory:0" not in inst.exports and "wagogpu:memory:1" not in inst.exports
+    with pytest.raises(KeyError):
+        inst.exports["wagogpu:memory:1"]
+    assert len(inst.memory_view(1)) == 2 * 65536 and inst.read_memory(0, 4, memory=1) == bytes(4)
+
+
+def test_a_dispatch_record_prints_on_one_line_and_repr_keeps_every_field():
+    from dataclasses import fields
+
+    from wagogpu.diagnostics import BufferOperation, Outcome, ReasonCode
+
+    op = BufferOperation.start("dispatch", 1, 4, 1)
+    op.status, op.outcome, op.reason_code = 1, Outcome.CPU_FALLBACK_READY, ReasonCode.BELOW_THRESHOLD
+    op.reason, op.total, op.upload, op.compute = "count 4 is below min_elements 64", 0.0015, 0.0002, 0.001
+    assert str(op) == ("dispatch kernel 1 count 4: status 1, CPU_FALLBACK_READY (BELOW_THRESHOLD: count 4 is below "
+                       "min_elements 64), 1.500 ms (upload 0.200 ms, compute 1.000 ms)")
+    freed = BufferOperation.start("freeBuffer", 1, 0, 0)
+    freed.outcome = Outcome.OK
+    assert str(freed) == "freeBuffer: status 0, OK, 0.000 ms" and str(BufferOperation()) == "no import yet"
+    assert all(f"{f.name}=" in repr(op) for f in fields(BufferOperation))

@@ -34,7 +34,7 @@ def _accessor_f16():
 def test_the_plain_oracle_converts_f16_by_the_spec_rules():
     store, f2h, h2f = _accessor_f16()
     vectors = {0x33000000: 0x0000, 0x33000001: 0x0001, 0x3F801000: 0x3C00, 0x3F803000: 0x3C02, 0x477FF000: 0x7C00,
-               0xFFC12345: 0x7E00}  # abi.md §5.3
+               0xFFC12345: 0x7E00}  # docs/design/abi.md §5.3
     for bits, half in vectors.items():
         assert f32_to_half(bits) == half
         assert f2h(store, float(np.array([bits], "<u4").view("<f4")[0])) == half

@@ -17,7 +17,7 @@ def test_a_short_seeded_run_agrees_with_the_model(fuzzer):
 
 
 def test_a_wrong_check_order_in_the_model_is_caught(fuzzer, monkeypatch):
-    """The model checking the handle before the slot (abi.md §2.4 says the slot first)."""
+    """The model checking the handle before the slot (docs/design/abi.md §2.4 says the slot first)."""
     original = hostile_model.Model.bind
 
     def handle_first(model, slot, handle):

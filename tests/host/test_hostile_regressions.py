@@ -13,7 +13,7 @@ from wagogpu import Host, Status  # noqa: E402
 
 # A dispatch whose GPU path needs more device bytes than max_instance_buffer_bytes (12 KiB): a
 # 2,048-element U8 buffer needs 8 KiB of device copy and as much scratch. The GPU host answers
-# LIMIT_EXCEEDED, as abi.md §4.9 requires ("a budget failure on the GPU path of dispatch returns
+# LIMIT_EXCEEDED, as docs/design/abi.md §4.9 requires ("a budget failure on the GPU path of dispatch returns
 # 6, not 1"); the model predicted 0 because it did not count device bytes. The model now calls
 # such a dispatch Ambiguous and the fuzzer skips it on both hosts.
 GPU_BUDGET = [["packed", 2, 2048], ["bind", 2, ["recent", 0]], ["dispatch", 2, 1], ["read", "U8", ["recent", 0], 0]]

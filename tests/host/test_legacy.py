@@ -1,4 +1,4 @@
-"""Legacy wago_gpu.run / run_batch on the CPU path (abi.md §2.16, §9.5)."""
+"""Legacy wago_gpu.run / run_batch on the CPU path (docs/design/abi.md §2.16, §9.5)."""
 from __future__ import annotations
 
 import struct

@@ -8,7 +8,7 @@ from wagogpu.gpu.adapters import AdapterInfo
 
 from ..conftest import kernel
 
-pytest.importorskip("ray")
+pytest.importorskip("ray", exc_type=ImportError)
 from wagogpu.ray.gpu_match import match_gpu  # noqa: E402
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
 
-from examples.ray_pool.tiles import COUNTS_OFFSET, GUEST, TILE_KERNEL, Tile, cut, paste, render_plain, tile_job
-from wagogpu import Config, Host, Status
+ray = pytest.importorskip("ray", exc_type=ImportError)
+
+from examples.ray_pool.tiles import COUNTS_OFFSET, GUEST, TILE_KERNEL, Tile, cut, paste, render_plain, tile_job  # noqa: E402
+from wagogpu import Config, Host, Status  # noqa: E402
 from wagogpu.ray import ActorSlot, FailureKind, HostPool, JobError, wasm_trap_handlers
 from wagogpu.ray.actor import JobRunner
 from wagogpu.ray.jobs import WireJob
@@ -381,3 +382,12 @@ def test_guests_in_the_driver_still_trap_while_and_after_the_pool_runs_ray():
                           timeout=180, env=env, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["before", "True", "during", "True", "after", "True"]
+
+
+def test_a_v128_export_is_refused_and_the_actor_carries_on(pool):
+    """A v128 parameter or result aborted the actor's process (a panic in the runtime), job after job."""
+    v128 = '(module (func (export "f") (result v128) (v128.const i32x4 1 2 3 4)))'
+    with pytest.raises(JobError) as caught:
+        ray.get(pool.submit(v128, "f"))
+    assert caught.value.kind is FailureKind.USAGE and "v128 result 1 cannot cross to Python" in caught.value.message
+    assert ray.get(pool.submit(PROBES, "returns", 5)).value == 5

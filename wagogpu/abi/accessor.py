@@ -79,7 +79,7 @@ class AccessOps:
     store: str
     size_log2: int
     scalar: str
-    gc_kind: str  # GC array storage type accepted for transfers (abi.md §1.2)
+    gc_kind: str  # GC array storage type accepted for transfers (docs/design/abi.md §1.2)
     gc_get: str  # array.get variant for that storage
     gc_load: str  # memory load for copying into an array of that storage
     gc_store: str  # memory store for copying out of such an array
@@ -122,7 +122,7 @@ def gc_kind_code(element_type: ElementType) -> int:
 
 
 _F16_HELPERS = """
-  ;; binary16 bits -> f32 bits (abi.md 5.3): every NaN -> 0x7fc00000, subnormals normalised.
+  ;; binary16 bits -> f32 bits (docs/design/abi.md §5.3): every NaN -> 0x7fc00000, subnormals normalised.
   (func $half_to_f32 (param $h i32) (result i32)
     (local $s i32) (local $e i32) (local $m i32)
     (local.set $s (i32.shl (i32.and (local.get $h) (i32.const 0x8000)) (i32.const 16)))
@@ -187,7 +187,7 @@ def _trap(status: Status) -> str:
 
 
 def _checked_address(type_id: int, size_log2: int) -> str:
-    """Inline check order of abi.md §2.13 steps 1-6, leaving the element's address in $a.
+    """Inline check order of docs/design/abi.md §2.13 steps 1-6, leaving the element's address in $a.
 
     Inlined (not a helper call) because it runs once per element of every CPU fallback loop.
     """
@@ -215,7 +215,7 @@ def _checked_address(type_id: int, size_log2: int) -> str:
 
 _LOCALS = "(local $i i32) (local $k i32) (local $r i32) (local $a i32) (local $f i32)"
 
-# After a store: version += 1 and the GPU copy becomes stale, widening the dirty interval (§4.5).
+# After a store: version += 1 and the GPU copy becomes stale, widening the dirty interval (docs/design/abi.md §4.5).
 _MARK_WRITTEN = f"""
     (i64.store offset={_VERSION} (local.get $r) (i64.add (i64.load offset={_VERSION} (local.get $r)) (i64.const 1)))
     (local.set $f (i32.load offset={_FLAGS} (local.get $r)))

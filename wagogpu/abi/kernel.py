@@ -1,5 +1,5 @@
 """The kernel contract every layer shares: what a kernel declares, the codes its shader reports,
-the parameter block and the dispatch grid (abi.md §6-7, compiler.md §1.3).
+the parameter block and the dispatch grid (docs/design/abi.md §6-7, docs/design/compiler.md §1.3).
 
 The compiler, the buffer layer and the host all need these facts, so they live here, below all of
 them. KernelConfig and BindingConfig only record what the user wrote (checked by type, so that a
@@ -180,7 +180,7 @@ def workgroup_grid(count: int) -> tuple[int, int]:
 def parameter_block(count: int, loop_budget: int = 0) -> bytes:
     """The 16 bytes the uniform `params` holds for a dispatch of `count`: {count, loop_budget, 0, 0}.
 
-    The reference's block is {count, 0, 0, 0} (abi.md §4.6); its kernels read only the count. A
+    The reference's block is {count, 0, 0, 0} (docs/design/abi.md §4.6); its kernels read only the count. A
     kernel with loops starts its `fuel` at params.pad0 (LOOP_BUDGET_FIELD), so a budget of 0 makes
     its first loop pass raise KernelError.LOOP_BUDGET: the dispatch then falls back to the CPU."""
     return struct.pack("<4I", count, loop_budget, 0, 0)

@@ -89,7 +89,8 @@ class TypeInfo:
     type: ElementType
     stored_bytes: int
     scalar: str  # Wasm value type used by readBuffer*/writeBuffer*
-    gpu: bool  # one 32-bit word per element on the GPU; 64-bit types stay on the CPU
+    gpu: bool  # the original subset's GPU types (one 32-bit word each); the 64-bit types also run on the
+    # GPU, as two words each (docs/design/abi.md §1.2), past that subset
 
 
 TYPE_INFO: dict[ElementType, TypeInfo] = {

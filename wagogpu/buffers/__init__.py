@@ -6,13 +6,13 @@ from .budget import BufferLimits, HeapAllocator, RuntimeBudget
 from .dispatch import Dispatcher
 from .eviction import DeviceResources, Held
 from .memory import AccessorMemory, view_at
-from .pending import PendingWork, PipelineTuning
+from .pending import PendingWork
 from .records import Buffer, BufferRecord
 from .residency import Residency
 from .table import InstanceBuffers
 from .transaction import DispatchEnd, DispatchPlan, DispatchResult, Transaction
-from .tuning import TransferTuning
+from .tuning import HostTuning, PipelineTuning, TransferTuning
 
 __all__ = ["AccessorMemory", "Buffer", "BufferLimits", "BufferRecord", "DeviceResources", "DispatchEnd",
-           "DispatchPlan", "DispatchResult", "Dispatcher", "Held", "HeapAllocator", "InstanceBuffers",
+           "DispatchPlan", "DispatchResult", "Dispatcher", "Held", "HeapAllocator", "HostTuning", "InstanceBuffers",
            "PendingWork", "PipelineTuning", "Residency", "RuntimeBudget", "Transaction", "TransferTuning", "view_at"]

@@ -1,4 +1,4 @@
-"""Byte accounting and placement: the runtime-wide budget and handle counter (abi.md §3.1, §4.9),
+"""Byte accounting and placement: the runtime-wide budget and handle counter (docs/design/abi.md §3.1, §4.9),
 and the first-fit heap that places buffer bytes in an accessor memory."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..abi import accessor as acc
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: the instances register with the budget, which never makes one)
     from .table import InstanceBuffers
 
 ALIGN = 16
@@ -17,7 +17,7 @@ MAX_HANDLE = 0xFFFFFFFF
 
 @dataclass(frozen=True)
 class BufferLimits:
-    """One instance's limits, from the host's Config (abi.md §7.2)."""
+    """One instance's limits, from the host's Config (docs/design/abi.md §7.2)."""
 
     max_buffers: int
     max_bytes: int

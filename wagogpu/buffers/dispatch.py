@@ -1,4 +1,4 @@
-"""Runs the GPU dispatch transaction (abi.md §4.6): plan -> submit -> commit, or unwind.
+"""Runs the GPU dispatch transaction (docs/design/abi.md §4.6): plan -> submit -> commit, or unwind.
 
 Outputs go to private scratch and are committed together after the device completed (an output
 whose current contents are parked may be written in place: TransferTuning.in_place_outputs). A
@@ -34,6 +34,12 @@ from .transaction import PUBLISHED, DispatchEnd, DispatchPlan, DispatchResult, T
 KERNEL_ERROR_REASONS: dict[int, ReasonCode] = {KernelError.TRAP: ReasonCode.KERNEL_TRAP,
                                                KernelError.LOOP_BUDGET: ReasonCode.LOOP_BUDGET,
                                                KernelError.INDEX_RANGE: ReasonCode.INDEX_RANGE}
+#: What each error word means, in words for the dispatch record's reason (and `wagogpu run`'s lines).
+KERNEL_ERROR_WORDS: dict[int, str] = {
+    KernelError.TRAP: "the GPU kernel hit a Wasm trap (division by zero, signed overflow or a trapping truncation)",
+    KernelError.LOOP_BUDGET: "a loop of the GPU kernel ran out of its iteration budget",
+    KernelError.INDEX_RANGE: "the GPU kernel read outside a buffer",
+}
 
 
 _NO_UPLOADS: tuple[()] = ()
@@ -59,15 +65,14 @@ class Dispatcher:
         pipelined = self.pipelined and not plan.error_word
         pending = res.pending
         if pending and (not pipelined or pending.due(sum([bound[s].gpu_bytes for s in plan.write_slots]))):
-            status = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
-            if status:
-                return refused_or_fallback(status, res.quarantine_reason)
-        res.check_loss()
-        if not res.usable:
+            settled = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
+            if settled:
+                return refused_or_fallback(settled, res.quarantine_reason)
+        if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
         tx = Transaction(inst, plan, bound, count, deadline, op, pipelined=pipelined)
         tx.guest_memory = guest_memory
-        status = plan_slots(res, tx)
+        status: Status | None = plan_slots(res, tx)  # (None: the step passed)
         if not status:
             status = set_up_small_buffers(res, tx)
         if not status and plan.memory >= 0:
@@ -82,11 +87,16 @@ class Dispatcher:
         d = tx.inst.device
         assert d.uniform is not None  # set up with the small buffers
         uploads = [(u.gpu, u.start * u.buf.gpu_stride, u.words) for u in tx.uploads] if tx.uploads else _NO_UPLOADS
+        readahead = tx.readahead
         if tx.plan.error_word:
             assert d.error_word is not None
             uploads = [*uploads, (d.error_word[0], 0, np.zeros(ERROR_WORD_BYTES // 4, dtype=np.uint32))]
+            if self.res.tuning.readahead_max_bytes:
+                # The error word's copy rides in the dispatch's own submission: its read after the
+                # wait is served from that copy, so the round trip makes one submission, not two.
+                readahead = [*readahead, d.error_word[0]]
         return ExecutePlan(tx.plan.pipeline, d.uniform, tx.params, tx.storage, uploads, tx.seeds, _grid(tx.count),
-                           self.res.profile_stages, None, tx.readahead)
+                           self.res.profile_stages, None, readahead)
 
     def _enqueue(self, tx: Transaction) -> DispatchResult:
         """The pipelined path: recorded is committed (the device runs work in recorded order); the
@@ -167,7 +177,9 @@ class Dispatcher:
             # the guest's CPU runner reproduces the Wasm behaviour exactly.
             code = KERNEL_ERROR_REASONS.get(kernel_error, ReasonCode.KERNEL_TRAP)
             return self.unwind(tx, DispatchResult(DispatchEnd.FALL_BACK, Status.CPU_FALLBACK, code,
-                                                  f"kernel error word {kernel_error}"))
+                                                  f"{KERNEL_ERROR_WORDS.get(kernel_error, 'the GPU kernel failed')}"
+                                                  f" (kernel error word {kernel_error}); nothing was published, "
+                                                  "the CPU runner does the work"))
         if time.perf_counter() >= tx.deadline:
             result = self.unwind(tx, DispatchResult(DispatchEnd.REFUSED, Status.CANCELLED))
             self._restore_in_place(tx)
@@ -220,10 +232,10 @@ class Dispatcher:
 
     def fail(self, tx: Transaction, reason: str, exc: DeviceFailure | None = None) -> DispatchResult:
         """The device failed, or its state is unknown: quarantine; what it may still hold (payloads,
-        scratch) stays charged as retired until the host stops (§4.6 step 7)."""
+        scratch) stays charged as retired until the host stops (docs/design/abi.md §4.6 step 7)."""
         res = self.res
         if exc is not None:  # the transfers' outcome is unknown
-            res.totals_complete = False
+            res.counts_incomplete()
             tx.op.transfer_counts_complete = False
         d = tx.inst.device
         d.retired_bytes += tx.transient + sum(n for _gpu_buf, n in tx.acquired)

@@ -1,4 +1,4 @@
-"""Device memory an instance keeps between calls, and the order it is given up in (abi.md §4.9).
+"""Device memory an instance keeps between calls, and the order it is given up in (docs/design/abi.md §4.9).
 
 Everything here is charged to its instance. A reservation that does not fit asks instances to
 release idle resources, cheapest to lose first; what is in use by the dispatch being set up is
@@ -15,7 +15,7 @@ from ..abi.kernel import ERROR_WORD_BYTES, PARAMETER_BLOCK_BYTES
 from ..gpu import BufferHandle
 from .snapshots import SnapshotCache
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: the table hands its buffers and itself to the eviction rules)
     from .records import Buffer
     from .table import InstanceBuffers
 

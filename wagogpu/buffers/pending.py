@@ -21,40 +21,12 @@ from ..abi.table import Status
 from ..diagnostics import BufferOperation
 from ..gpu import DeviceFailure
 from .records import Buffer
+from .tuning import PipelineTuning
 from .table import InstanceBuffers
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: the residency owns its pending work and hands itself in)
     from .residency import Residency
 
-MIB = 1 << 20
-_OK = Status.OK
-
-
-@dataclass(frozen=True)
-class PipelineTuning:
-    """Bounds on pending work: past any of them the next pipelined dispatch first settles.
-
-    max_dispatches: unconfirmed dispatches (each holds its record until confirmed).
-    max_bytes: device bytes written by unconfirmed dispatches (what a late failure loses).
-    max_seconds: age of the oldest unconfirmed dispatch (how late a failure may surface): checked
-        at every import, so a guest that stops dispatching still learns of a failure soon.
-    submit_every: recorded dispatches per submission; the batch is submitted without waiting so
-        the device works while the guest records the next ones.
-    """
-
-    max_dispatches: int = 1024
-    max_bytes: int = 256 * MIB
-    max_seconds: float = 0.25
-    submit_every: int = 64
-
-    def __post_init__(self) -> None:
-        for name in ("max_dispatches", "max_bytes", "submit_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"PipelineTuning.{name}: expected a positive integer, got {value!r}")
-        seconds = self.max_seconds
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-            raise ValueError(f"PipelineTuning.max_seconds: expected positive seconds, got {seconds!r}")
 
 
 @dataclass(eq=False, slots=True)
@@ -119,19 +91,19 @@ class PendingWork:
         (their outputs are CONTENTS_LOST, the runtime quarantined: the caller goes on with the
         buffers' new states); CANCELLED when the wait passed the deadline."""
         if not self.dispatches:
-            return _OK
+            return Status.OK
         res = self.res
         device = res.device
         if device is None or res.quarantined or device.closed:
             self.lose(res.quarantine_reason or "the device closed with pipelined dispatches unconfirmed")
-            return _OK
+            return Status.OK
         try:
             confirmed = device.flush(max(0.0, deadline - time.perf_counter()))
         except DeviceFailure as exc:
             self.lose(f"a pipelined dispatch failed at {exc.stage}: {exc.message}", device.submitted_ticket)
-            return Status.CANCELLED if exc.timed_out or time.perf_counter() >= deadline else _OK
+            return Status.CANCELLED if exc.timed_out or time.perf_counter() >= deadline else Status.OK
         self._confirm(confirmed)
-        return _OK
+        return Status.OK
 
     def _confirm(self, confirmed: int) -> None:
         hardware = self.res.device is not None and not self.res.live.info.is_software
@@ -173,7 +145,7 @@ class PendingWork:
         self._writers.clear()
         self.nbytes = 0
         self.recorded = 0
-        res.totals_complete = False
+        res.counts_incomplete()
         if not res.quarantined:  # (inside a quarantine already under way, the marks are all it needs)
             res.quarantine(reason)
 

@@ -1,9 +1,10 @@
-"""The quarantine (abi.md §4.7) without collateral loss: what the device can still give back is
+"""The quarantine (docs/design/abi.md §4.7) without collateral loss: what the device can still give back is
 read back before anything is marked CONTENTS_LOST.
 
 The reference marks every GPU-only buffer of every instance lost the moment the runtime is
 quarantined, so one guest's runaway kernel destroys another guest's committed results. Here the
-quarantine is one entry point, Residency.quarantine(reason, unreadable=()), and it always runs
+quarantine is one entry point, Residency.quarantine(reason, unreadable=()), which hands the work to
+the residency's QuarantineLatch (the owner of the latch, its reason and its report); it always runs
 these steps in this order:
 
 1. Latch. The runtime is quarantined from here on: no dispatch or readback plans new GPU work.
@@ -17,7 +18,7 @@ these steps in this order:
    buffers (GPU-current, not CPU-current, not lost, not ``unreadable``) are read into their CPU
    copies, one after another, within what is left of the bound; a read that times out ends the
    step. Parked readbacks of the current version are copied in from host memory, as before.
-4. Lose the rest. Whatever could not be read becomes CONTENTS_LOST (abi.md §4.7's marking);
+4. Lose the rest. Whatever could not be read becomes CONTENTS_LOST (docs/design/abi.md §4.7's marking);
    upload stages are dropped.
 
 Only the first quarantine of a runtime reads anything back (later calls only mark). A failed
@@ -39,11 +40,10 @@ from .eviction import Held
 from .records import Buffer
 from .table import InstanceBuffers
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: the residency owns its latch and calls it)
     from ..gpu.device import GpuDevice
     from .residency import Residency
 
-_perf = time.perf_counter
 
 
 def needs_reading(buf: Buffer) -> bool:
@@ -67,7 +67,7 @@ class Rescue:
 
     def read(self, inst: InstanceBuffers, buf: Buffer) -> bool:
         """Read buf's device copy into its CPU copy; True when buf is CPU-current now."""
-        remaining = self.deadline - _perf()
+        remaining = self.deadline - time.perf_counter()
         if not self.readable or remaining <= 0:
             self.readable = False
             return False
@@ -109,16 +109,36 @@ class Rescue:
             self.staging = None
 
 
-def quarantine(res: Residency, reason: str, unreadable: Iterable[Buffer] = ()) -> None:
-    """The one entry point (see the module docstring): latch, confirm, read back, lose the rest."""
-    t0 = _perf()
-    first = not res.quarantined
-    if first:
-        res.quarantined = True
-        res.quarantine_reason = reason
-    rescue = _confirm(res, t0) if first else None
-    t1 = _perf()
-    skip = {id(buf) for buf in unreadable}
+class QuarantineLatch:
+    """The runtime's quarantine: latched once for its life (§4.7), with the reason and the report
+    of its one read-back. It owns these fields; the residency reads them and hands it the work."""
+
+    __slots__ = ("latched", "reason", "report")
+
+    def __init__(self) -> None:
+        self.latched = False
+        self.reason = ""
+        self.report: QuarantineReport | None = None
+
+    def enter(self, res: Residency, reason: str, unreadable: Iterable[Buffer] = ()) -> None:
+        """The one entry point (see the module docstring): latch, confirm, read back, lose the rest."""
+        t0 = time.perf_counter()
+        first = not self.latched
+        if first:
+            self.latched = True
+            self.reason = reason
+        rescue = _confirm(res, t0) if first else None
+        t1 = time.perf_counter()
+        lost = _read_back_or_lose(res, rescue, {id(buf) for buf in unreadable})
+        if first:
+            self.report = QuarantineReport(
+                reason=reason, settled=rescue is not None, rescued_buffers=rescue.buffers if rescue else 0,
+                rescued_bytes=rescue.bytes if rescue else 0, lost_buffers=lost, settle_seconds=t1 - t0,
+                rescue_seconds=time.perf_counter() - t1)
+
+
+def _read_back_or_lose(res: Residency, rescue: Rescue | None, skip: set[int]) -> int:
+    """Steps 3-4 over every instance's buffers: the number left CONTENTS_LOST."""
     lost = 0
     try:
         for inst in list(res.budget.instances):
@@ -132,11 +152,7 @@ def quarantine(res: Residency, reason: str, unreadable: Iterable[Buffer] = ()) -
     finally:
         if rescue is not None:
             rescue.close()
-    if first:
-        res.quarantine_report = QuarantineReport(
-            reason=reason, settled=rescue is not None, rescued_buffers=rescue.buffers if rescue else 0,
-            rescued_bytes=rescue.bytes if rescue else 0, lost_buffers=lost, settle_seconds=t1 - t0,
-            rescue_seconds=_perf() - t1)
+    return lost
 
 
 def _confirm(res: Residency, t0: float) -> Rescue | None:
@@ -145,7 +161,7 @@ def _confirm(res: Residency, t0: float) -> Rescue | None:
     if device is None or device.closed or device.is_lost():
         return None
     deadline = t0 + res.tuning.quarantine_readback_seconds
-    if not device.settle(deadline - _perf()):
+    if not device.settle(deadline - time.perf_counter()):
         return None
     return Rescue(device, deadline)
 

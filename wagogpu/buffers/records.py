@@ -99,7 +99,7 @@ class BufferRecord:
         self.words = table_words[i * WORDS_PER_RECORD:(i + 1) * WORDS_PER_RECORD]
 
     def fill(self, element_type: int, length: int, ptr: int) -> None:
-        """A new buffer: CPU-current, version 1, nothing dirty (abi.md §4.1)."""
+        """A new buffer: CPU-current, version 1, nothing dirty (docs/design/abi.md §4.1)."""
         self.type, self.length, self.ptr = element_type, length, ptr
         self.flags = acc.CPU_CURRENT
         self.version = 1
@@ -119,7 +119,7 @@ class BufferRecord:
         return self.dirty_start, self.dirty_end
 
     def note_cpu_write(self, start: int, end: int) -> None:
-        """A committed CPU write of [start, end): version +1, GPU copy stale, dirty interval (§4.5)."""
+        """A committed CPU write of [start, end): version +1, GPU copy stale, dirty interval (docs/design/abi.md §4.5)."""
         flags = self.flags
         self.bump_version()
         if flags & acc.GPU_CURRENT:
@@ -150,7 +150,7 @@ class BufferRecord:
         w[_VERSION] = low
 
     def mark_quarantined(self) -> None:
-        """The device is gone: whatever only it held is lost (§4.7)."""
+        """The device is gone: whatever only it held is lost (docs/design/abi.md §4.7)."""
         flags = self.flags
         if not flags & acc.CPU_CURRENT:
             flags |= acc.LOST

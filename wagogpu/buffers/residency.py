@@ -1,5 +1,5 @@
 """Where buffer contents live: lazy readbacks, prestaged uploads, parked readbacks and the
-quarantine latch (abi.md §4.3-4.7). Runs under the host lock; knows buffers, not Wasm.
+quarantine latch (docs/design/abi.md §4.3-4.7). Runs under the host lock; knows buffers, not Wasm.
 
 Ownership: a Host owns one Residency, which owns the device (the host opens it and closes it)
 and decides, for every instance of that host, when contents move between the CPU copy and the
@@ -20,34 +20,31 @@ from ..memcopy import copy_bytes, copy_many
 from .budget import RuntimeBudget
 from .convert import words_to_stored
 from .eviction import Held
-from .quarantine import quarantine
+from .quarantine import QuarantineLatch
 from .pending import PendingWork
 from .records import Buffer
 from .table import InstanceBuffers
-from .tuning import ResolvedTuning, TransferTuning
+from .tuning import PipelineTuning, ResolvedTuning, TransferTuning
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gpu.device import GpuDevice
 
-_OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
 
 
 class Residency:
     """The device, the quarantine latch and the moves of buffer contents for one host."""
 
     def __init__(self, device: GpuDevice | None, budget: RuntimeBudget, profile_stages: bool,
-                 tuning: TransferTuning | None = None):
+                 tuning: TransferTuning | None = None, pipeline: PipelineTuning | None = None):
         self.device = device
         self.budget = budget
         self.profile_stages = profile_stages
         self.tuning = ResolvedTuning.resolve(tuning or TransferTuning(), device)
-        self.quarantined = False
-        self.quarantine_reason = ""
-        self.quarantine_report: QuarantineReport | None = None
-        self.totals_complete = True
+        self.latch = QuarantineLatch()
+        self._totals_complete = True
         # Measured when the device opened (once per adapter in the process): see gpu/probe.py.
         self.loop_limits: LoopLimits | None = device.loop_limits if device is not None else None
-        self.pending = PendingWork(self)  # pipelined dispatches not yet confirmed
+        self.pending = PendingWork(self, pipeline)  # pipelined dispatches not yet confirmed
 
     def loop_budget(self, loops: int, ceiling: int) -> int:
         """Loop-head passes one invocation of a kernel with ``loops`` loops may make here: the
@@ -59,8 +56,29 @@ class Residency:
 
     # -- quarantine -----------------------------------------------------------------------
     @property
+    def quarantined(self) -> bool:
+        return self.latch.latched
+
+    @property
+    def quarantine_reason(self) -> str:
+        return self.latch.reason
+
+    @property
+    def quarantine_report(self) -> QuarantineReport | None:
+        return self.latch.report
+
+    @property
+    def totals_complete(self) -> bool:
+        """Every transfer's outcome is known (the Totals' transfer counters are exact)."""
+        return self._totals_complete
+
+    def counts_incomplete(self) -> None:
+        """A transfer's outcome is unknown (a failure after submission): the Totals say so from now on."""
+        self._totals_complete = False
+
+    @property
     def usable(self) -> bool:
-        return self.device is not None and not self.quarantined
+        return self.device is not None and not self.latch.latched
 
     @property
     def live(self) -> GpuDevice:
@@ -74,16 +92,16 @@ class Residency:
         return self.device is not None and not self.device.closed
 
     def check_loss(self) -> None:
-        if self.device is not None and not self.quarantined and self.device.is_lost():
+        if self.device is not None and not self.latch.latched and self.device.is_lost():
             if self.pending:  # unconfirmed pipelined outputs are lost, never read back
                 self.pending.lose("device lost")
             self.quarantine("device lost")
 
     def quarantine(self, reason: str, unreadable: Iterable[Buffer] = ()) -> None:
-        """Latch for the runtime's life (§4.7); committed GPU-only contents the device can still give
+        """Latch for the runtime's life (docs/design/abi.md §4.7); committed GPU-only contents the device can still give
         back within TransferTuning.quarantine_readback_seconds are read back first, the rest (and
         ``unreadable``) become CONTENTS_LOST. The order of the steps: quarantine.py."""
-        quarantine(self, reason, unreadable)
+        self.latch.enter(self, reason, unreadable)
 
     def release_device_buffer(self, gpu_buf: BufferHandle | None) -> None:
         if self.device is not None and gpu_buf is not None:
@@ -171,18 +189,18 @@ class Residency:
         flags = buf.record.flags
         if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
             if buf.parked_valid():
-                return _OK, buf.parked[0].mapped
+                return Status.OK, buf.parked[0].mapped
             self.unpark(inst, buf)
         if flags & (acc.CPU_CURRENT | acc.LOST) or not buf.raw or buf.gpu_bytes < self.tuning.park_min_bytes:
             status = self.make_cpu_current(inst, buf, deadline, counters, op)
-            return status, inst.cpu_address(buf) if status == _OK else 0
+            return status, inst.cpu_address(buf) if status == Status.OK else 0
         status = self._readback(inst, buf, deadline, counters, op, park=True)
-        return status, buf.parked[0].mapped if status == _OK and buf.parked is not None else 0
+        return status, buf.parked[0].mapped if status == Status.OK and buf.parked is not None else 0
 
     # -- CPU side -----------------------------------------------------------------------------
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
                          counters: TransferCounters, op: BufferOperation | None = None) -> Status:
-        """§4.4: the whole buffer read back once when the CPU copy is stale."""
+        """docs/design/abi.md §4.4: the whole buffer read back once when the CPU copy is stale."""
         if self.pending and not buf.record.flags & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
@@ -191,7 +209,7 @@ class Residency:
         if flags & acc.LOST:
             return Status.CONTENTS_LOST
         if flags & acc.CPU_CURRENT:
-            return _OK
+            return Status.OK
         if buf.parked is not None:
             # This version was read back already (and counted then): copy it in from the parking.
             valid = buf.parked_valid()
@@ -199,14 +217,14 @@ class Residency:
                 self.materialize(inst, buf)
             self.unpark(inst, buf)
             if valid:
-                return _OK
+                return Status.OK
         return self._readback(inst, buf, deadline, counters, op, park=False)
 
     def _staging_for(self, inst: InstanceBuffers, size: int) -> Status:
         """The instance's readback staging, of exactly size bytes (reserved and allocated if needed)."""
         d = inst.device
         if d.staging is not None and d.staging[1] == size:
-            return _OK
+            return Status.OK
         if d.staging is not None:
             self.release_device_buffer(d.staging[0])
             inst.release(d.staging[1])
@@ -220,11 +238,11 @@ class Residency:
             return Status.DEVICE_ERROR
         d.staging = (staging, size)
         d.staging_allocations += 1
-        return _OK
+        return Status.OK
 
     def _readback(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
                   op: BufferOperation | None, park: bool) -> Status:
-        """§4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as buf.parked."""
+        """docs/design/abi.md §4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as buf.parked."""
         self.check_loss()
         if not self.usable or buf.gpu is None:
             self.quarantine(self.quarantine_reason or "no usable device holds the current contents")
@@ -264,11 +282,11 @@ class Residency:
         counters.logical_download_bytes += buf.nbytes
         counters.gpu_download_bytes += size
         counters.download_count += 1
-        return _OK
+        return Status.OK
 
     def _readback_failed(self, inst: InstanceBuffers, buf: Buffer, exc: DeviceFailure, deadline: float,
                          op: BufferOperation | None) -> Status:
-        self.totals_complete = False
+        self.counts_incomplete()
         if op is not None:
             op.transfer_counts_complete = False
         data = getattr(exc, "data", None)

@@ -2,7 +2,8 @@
 committed copy itself) for the outputs, the parameter block and the error word.
 
 Every step records what it took in the Transaction before it can fail, so that the dispatcher's
-unwind gives it all back; a step that fails returns the status that decides the answer.
+unwind gives it all back; a step that fails returns the status that decides the answer, one that
+passed returns None.
 """
 from __future__ import annotations
 
@@ -16,13 +17,10 @@ from .records import FLAGS_WORD, Buffer
 from .residency import Residency
 from .transaction import Transaction, Upload
 
-_OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
-_LOST = acc.LOST
-_GPU_CURRENT = acc.GPU_CURRENT
 
 
-def plan_slots(res: Residency, tx: Transaction) -> Status:
-    """Bind every slot the kernel uses, in binding order (§4.6 steps 2-5)."""
+def plan_slots(res: Residency, tx: Transaction) -> Status | None:
+    """Bind every slot the kernel uses, in binding order (docs/design/abi.md §4.6 steps 2-5)."""
     plan, count, bound = tx.plan, tx.count, tx.bound
     write_slots = plan.write_slots
     for slot in plan.used_slots:
@@ -30,9 +28,9 @@ def plan_slots(res: Residency, tx: Transaction) -> Status:
         written = slot in write_slots
         replace = written and count == buf.length and slot not in plan.read_before_write
         flags = buf.record.words[FLAGS_WORD]
-        if flags & _LOST:
+        if flags & acc.LOST:
             return Status.CONTENTS_LOST
-        if not replace and not flags & _GPU_CURRENT:  # (resident: nothing to upload)
+        if not replace and not flags & acc.GPU_CURRENT:  # (resident: nothing to upload)
             status = _gpu_copy(res, tx, buf)
             if status:
                 return status
@@ -43,16 +41,16 @@ def plan_slots(res: Residency, tx: Transaction) -> Status:
         else:
             assert buf.gpu is not None  # _gpu_copy made it current
             tx.storage.append(buf.gpu)
-    return _OK
+    return None
 
 
-def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status:
-    """§4.5: allocate the committed copy if needed and record the range that must be uploaded."""
+def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status | None:
+    """docs/design/abi.md §4.5: allocate the committed copy if needed and record the range that must be uploaded."""
     inst = tx.inst
     rec = buf.record
     flags = rec.flags
     if flags & acc.GPU_CURRENT:
-        return _OK
+        return None
     if not flags & acc.CPU_CURRENT:
         return Status.CONTENTS_LOST
     # Taken off the buffer before anything is reserved (a reservation may evict held stages).
@@ -77,7 +75,7 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status:
         if start == 0 and end == buf.length and buf.stage_version == rec.version:
             tx.transient += stage.nbytes  # (reserved when the set filled it)
             tx.uploads.append(Upload(buf, gpu, 0, end, stage))  # the stage holds exactly this version's words
-            return _OK
+            return None
         res.drop_stage(inst, buf, stage)
     raw = inst.cpu_bytes(buf)[start * buf.stored_bytes:end * buf.stored_bytes]
     # A view of the accessor memory is fine: the device copies uploads before execute returns.
@@ -86,7 +84,7 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status:
         return Status.LIMIT_EXCEEDED
     tx.transient += words.nbytes
     tx.uploads.append(Upload(buf, gpu, start, end, words))
-    return _OK
+    return None
 
 
 def _written_in_place(res: Residency, tx: Transaction, buf: Buffer, replace: bool) -> bool:
@@ -99,7 +97,7 @@ def _written_in_place(res: Residency, tx: Transaction, buf: Buffer, replace: boo
             and bool(buf.record.flags & acc.GPU_CURRENT))
 
 
-def _output(res: Residency, tx: Transaction, slot: int, buf: Buffer, replace: bool) -> Status:
+def _output(res: Residency, tx: Transaction, slot: int, buf: Buffer, replace: bool) -> Status | None:
     """What the kernel writes for an output slot: pooled or new scratch, or the committed copy."""
     size = buf.gpu_bytes
     gpu, parked = buf.gpu, buf.parked
@@ -108,7 +106,7 @@ def _output(res: Residency, tx: Transaction, slot: int, buf: Buffer, replace: bo
         buf.parked = None  # held aside: no reservation below may evict it
         tx.outputs[slot] = (gpu, size)
         tx.storage.append(gpu)
-        return _OK
+        return None
     inst = tx.inst
     scratch = inst.device.take_idle_output(size)
     if scratch is None:
@@ -131,10 +129,10 @@ def _output(res: Residency, tx: Transaction, slot: int, buf: Buffer, replace: bo
             skip = tx.count * buf.gpu_stride
             tx.seeds.append((gpu, scratch[0], skip, size - skip))
     tx.storage.append(scratch[0])
-    return _OK
+    return None
 
 
-def set_up_small_buffers(res: Residency, tx: Transaction) -> Status:
+def set_up_small_buffers(res: Residency, tx: Transaction) -> Status | None:
     """The parameter block (one 16-byte uniform per instance, rewritten only when the count or the
     kernel's loop budget changes; its payload reserved for this dispatch) and the error word a kernel may need.
     They are in use from here on: no reservation made meanwhile may evict them."""
@@ -142,7 +140,7 @@ def set_up_small_buffers(res: Residency, tx: Transaction) -> Status:
     error_word = tx.plan.error_word
     if d.uniform is not None and d.uniform_count == tx.count and d.uniform_budget == tx.plan.loop_budget \
             and (d.error_word is not None or not error_word):
-        status = _OK  # the steady state of a resident loop: nothing to allocate or reserve
+        status = None  # the steady state of a resident loop: nothing to allocate or reserve
     else:
         d.small_in_use = True
         try:
@@ -155,7 +153,7 @@ def set_up_small_buffers(res: Residency, tx: Transaction) -> Status:
     return status
 
 
-def _small_buffers(res: Residency, tx: Transaction) -> Status:
+def _small_buffers(res: Residency, tx: Transaction) -> Status | None:
     inst = tx.inst
     d = inst.device
     dev = res.live
@@ -182,4 +180,4 @@ def _small_buffers(res: Residency, tx: Transaction) -> Status:
         except DeviceAllocationError:
             inst.release(2 * ERROR_WORD_BYTES)
             return Status.DEVICE_ERROR
-    return _OK
+    return None

@@ -21,7 +21,7 @@ from ..abi.table import Status
 from ..gpu import BufferHandle, DeviceAllocationError
 from .memory import view_at
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: the transaction and residency hand themselves in)
     from ..gpu import GpuDevice
     from .residency import Residency
     from .table import InstanceBuffers

@@ -1,4 +1,4 @@
-"""The GPU dispatch transaction's records (abi.md §4.6): what a kernel needs, what one attempt has
+"""The GPU dispatch transaction's records (docs/design/abi.md §4.6): what a kernel needs, what one attempt has
 taken so far, and how it ended.
 
 A Transaction records everything an attempt acquired, uploaded, seeded and held aside, so that

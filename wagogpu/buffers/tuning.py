@@ -1,4 +1,6 @@
-"""The large-transfer paths' switches and thresholds, given to a Host at construction.
+"""The tuning records a Host takes at construction, in one HostTuning: the large-transfer paths'
+switches and thresholds (TransferTuning), the bounds on pipelined work (PipelineTuning) and the
+device's own (gpu.DeviceTuning).
 
 Each default was measured on the H200 host (BENCHMARKS.md); tests and benchmarks pass their own
 TransferTuning instead of changing module constants. The read-ahead size limit is the device's
@@ -7,10 +9,12 @@ through device_readahead_max_bytes only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # pragma: no cover
+from ..gpu import DeviceTuning
+
+if TYPE_CHECKING:  # pragma: no cover  (type-only: GpuDevice loads wgpu)
     from ..gpu.device import GpuDevice
 
 MIB = 1 << 20
@@ -86,3 +90,47 @@ class ResolvedTuning:
         park = tuning.park_min_bytes if tuning.park_min_bytes is not None else limit + 4
         return cls(tuning.prestage_min_bytes, park, tuning.in_place_outputs, tuning.set_copy_threads,
                    limit if tuning.readahead else 0, tuning.quarantine_readback_seconds)
+
+
+@dataclass(frozen=True)
+class PipelineTuning:
+    """Bounds on pending work: past any of them the next pipelined dispatch first settles.
+
+    max_dispatches: unconfirmed dispatches (each holds its record until confirmed).
+    max_bytes: device bytes written by unconfirmed dispatches (what a late failure loses).
+    max_seconds: age of the oldest unconfirmed dispatch (how late a failure may surface): checked
+        at every import, so a guest that stops dispatching still learns of a failure soon.
+    submit_every: recorded dispatches per submission; the batch is submitted without waiting so
+        the device works while the guest records the next ones.
+    """
+
+    max_dispatches: int = 1024
+    max_bytes: int = 256 * MIB
+    max_seconds: float = 0.25
+    submit_every: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("max_dispatches", "max_bytes", "submit_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"PipelineTuning.{name}: expected a positive integer, got {value!r}")
+        seconds = self.max_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+            raise ValueError(f"PipelineTuning.max_seconds: expected positive seconds, got {seconds!r}")
+
+
+@dataclass(frozen=True)
+class HostTuning:
+    """Everything a Host can be tuned by, in one record: Host(config, tuning=HostTuning(...)).
+    ``device`` is handed to GpuDevice.open, ``pipeline`` to the residency's pending work,
+    ``transfer`` to the residency's large-transfer paths."""
+
+    transfer: TransferTuning = field(default_factory=TransferTuning)
+    pipeline: PipelineTuning = field(default_factory=PipelineTuning)
+    device: DeviceTuning = field(default_factory=DeviceTuning)
+
+    def __post_init__(self) -> None:
+        for name, kind in (("transfer", TransferTuning), ("pipeline", PipelineTuning), ("device", DeviceTuning)):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise ValueError(f"HostTuning.{name}: expected a {kind.__name__}, got {type(value).__name__}")

@@ -4,6 +4,7 @@ from what its body does, float consent) or, when it cannot compile, the first bl
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from typing import TYPE_CHECKING
 
@@ -96,6 +97,28 @@ def explain(wasm: bytes, kernel: KernelConfig) -> None:
         pass  # the contract itself is invalid: the line above says why
 
 
+def kernels_found(wasm: bytes, asked: str) -> str | None:
+    """For a --kernel the module does not export: the kernels it does export (the closest first,
+    by difflib), or that it exports none. None when the asked kernel's export exists."""
+    from ..compiler import CompileError
+    from ..compiler.decoder import decode_module
+    from ..config import KERNEL_PREFIX
+
+    try:
+        exports = decode_module(wasm).exports
+    except CompileError:
+        return None
+    if (KERNEL_PREFIX + asked.removeprefix(KERNEL_PREFIX)).encode() in exports:
+        return None
+    names = sorted(name.decode(errors="replace").removeprefix(KERNEL_PREFIX) for name in exports
+                   if name.startswith(KERNEL_PREFIX.encode()))
+    if not names:
+        return f"the module exports no kernel (no export named {KERNEL_PREFIX}NAME)"
+    close = difflib.get_close_matches(asked.removeprefix(KERNEL_PREFIX), names, n=1)
+    hint = f"did you mean --kernel {close[0]}? " if close else ""
+    return f"{hint}the module exports the kernels: {', '.join(names)}"
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from .. import CompileError, compile_buffer_wgsl, compile_wgsl
     from ..config import KernelConfig, kernel_exports
@@ -122,6 +145,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"CompileError {exc.kind.name}: {one_line(in_words(exc))}", file=sys.stderr)
         if kernel is not None and args.explain:
             explain(wasm, kernel)
+        found = kernels_found(wasm, args.kernel) if kernel is not None else None
+        if found is not None:
+            print(f"note: {found}", file=sys.stderr)
         if kernel is not None:
             for problem in access_violations(wasm, kernel) if exc.kind.name == "INVALID_CONTRACT" else []:
                 print(f"note: {problem}", file=sys.stderr)

@@ -32,6 +32,8 @@ def convert_args(compiled: wasmtime.Module, export: str, raw: Sequence[str]) -> 
     """Command-line words as values for the export's parameters (a UsageError names what is wrong)."""
     import wasmtime
 
+    from ..host._wasmtime import value_kinds
+
     functype = None
     names = []
     for e in compiled.exports:
@@ -42,7 +44,9 @@ def convert_args(compiled: wasmtime.Module, export: str, raw: Sequence[str]) -> 
     if functype is None:
         shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
         raise UsageError(f"no exported function {export!r} (exported: {shown or 'none'})")
-    params = [str(p) for p in functype.params]
+    params = value_kinds(functype.params)  # (str() of a v128 ValType aborts the process)
+    if "v128" in value_kinds(functype.results):
+        raise UsageError(f"{export} returns a v128 value, which cannot cross to Python; call an export with scalar results")
     if len(raw) != len(params):
         raise UsageError(f"{export} takes {len(params)} argument(s) ({' '.join(params) or 'none'}), got {len(raw)}")
     values: list[int | float] = []
@@ -102,10 +106,14 @@ def device_line(host: Host) -> str:
 
 def after_trap(host: Host, what: str, exc: BaseException) -> Failure:
     """The trap, with the last import that answered an error status (the cause, usually)."""
-    failed = host.buffer_snapshot().last_failure
+    snap = host.buffer_snapshot()
+    failed, last = snap.last_failure, snap.last_dispatch
     text = f"trap in {what}: {trap_text(exc)}"
     if failed.import_name:
         text += f"; the last import that failed: {describe(failed, timing=False)}"
+    if last.outcome == "CPU_FALLBACK_READY" and last.sequence > failed.sequence:
+        text += (f"; the last dispatch (kernel {last.kernel_id} count {last.count}) fell back from the GPU to the "
+                 f"guest's CPU runner, {last.reason_code}: {last.reason or 'no reason recorded'}")
     return Failure(text)
 
 

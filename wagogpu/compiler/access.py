@@ -1,4 +1,4 @@
-"""call: the buffer intrinsics inside a kernel (compiler.md §1.3.3, §1.3.5; abi.md §6.4); a call to a
+"""call: the buffer intrinsics inside a kernel (docs/design/compiler.md §1.3.3, §1.3.5; docs/design/abi.md §6.4); a call to a
 function the module defines is inlined (inline.py).
 
 A call is classified by its import record (decoder.FuncImport), then handled by the intrinsic's
@@ -16,6 +16,7 @@ from typing import Callable
 from ..abi.kernel import KernelError
 from ..abi.table import SLOT_COUNT, ElementType
 from .contract import CompileError
+from .globalvars import TYPE_NAMES
 from .inline import call_defined
 from .intrinsics import I32, Intrinsic, IntrinsicKind
 from .lowering import INVALID, UNSUPPORTED, Lowering
@@ -38,8 +39,20 @@ def call(st: Lowering) -> None:
     if intrinsic is None:
         raise CompileError(UNSUPPORTED, "unknown intrinsic")
     if imp.bad_signature:
-        raise st.contract_error("intrinsic signature mismatch")
+        raise st.contract_error(f"intrinsic signature mismatch: {intrinsic.spec.name} is declared "
+                                f"{_declared(st, imp.type_index)}, the ABI's is "
+                                f"({', '.join(intrinsic.spec.params)}) -> ({', '.join(intrinsic.spec.results)})")
     INTRINSIC_HANDLERS[intrinsic.kind](st, intrinsic)
+
+
+def _declared(st: Lowering, type_index: int) -> str:
+    """An import's declared type in words, `(i32) -> (f32)`, for a signature mismatch."""
+    types = st.module.types
+    signature = types[type_index] if type_index < len(types) else None
+    if signature is None:
+        return f"with type {type_index}, not a function type of the module"
+    params, results = (", ".join(TYPE_NAMES.get(b, f"0x{b:02x}") for b in part) for part in signature)
+    return f"({params}) -> ({results})"
 
 
 def get_buffer(st: Lowering, _: Intrinsic) -> None:
@@ -50,7 +63,8 @@ def get_buffer(st: Lowering, _: Intrinsic) -> None:
     if slot[0] != CONSTANT:
         raise CompileError(UNSUPPORTED, "slot must be constant")
     if slot[2] >= SLOT_COUNT or slot[2] not in st.slot_type:
-        raise st.contract_error("undeclared slot")
+        declared = ", ".join(str(s) for s in sorted(st.slot_type))
+        raise st.contract_error(f"undeclared slot: getBuffer({slot[2]}), the kernel declares slots {declared}")
     st.stack.append((HANDLE, I32, slot[2]))
 
 
@@ -60,7 +74,7 @@ def management(st: Lowering, _: Intrinsic) -> None:
 
 def _typed(st: Lowering, intrinsic: Intrinsic) -> ElementType:
     """A read or write intrinsic's element type; a 64-bit one is beyond the reference, which
-    refuses it (compiler.md §1.3.5), so contract errors from here on fall back as its refusal."""
+    refuses it (docs/design/compiler.md §1.3.5), so contract errors from here on fall back as its refusal."""
     if intrinsic.elem is None:
         raise CompileError(UNSUPPORTED, NOT_ON_GPU)
     if not intrinsic.gpu:

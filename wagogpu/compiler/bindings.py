@@ -1,4 +1,4 @@
-"""The binding scan of compiler.md §1.3.5 step 2: what a kernel's declared slots allow."""
+"""The binding scan of docs/design/compiler.md §1.3.5 step 2: what a kernel's declared slots allow."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""compile_buffer_wgsl: validate config -> decode -> select exports -> lower -> assemble (compiler.md §1.3)."""
+"""compile_buffer_wgsl: validate config -> decode -> select exports -> lower -> assemble (docs/design/compiler.md §1.3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +23,7 @@ KERNEL_SIGNATURE = (bytes([I32]), b"")  # (i32) -> ()
 
 @dataclass(frozen=True, slots=True)
 class LoweredKernel:
-    """A kernel's WGSL plus the facts the runtime needs (compiler.md §1.3.7)."""
+    """A kernel's WGSL plus the facts the runtime needs (docs/design/compiler.md §1.3.7)."""
 
     wgsl: str
     reads: int  # bit masks over slots
@@ -41,7 +41,7 @@ _VALID: dict[int, KernelConfig] = {}  # id -> kernel configs that passed (frozen
 
 
 def validate_kernel(kernel: KernelConfig) -> None:
-    """Config checks of compiler.md §1.3.1, reusing config.kernel_contract_problem for the rules.
+    """Config checks of docs/design/compiler.md §1.3.1, reusing config.kernel_contract_problem for the rules.
 
     That function reports (field, message) in the spec's order; here each field maps to the spec's
     message for its step. An export field fails step 1 when its prefix/suffix rule is broken and

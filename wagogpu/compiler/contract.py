@@ -1,4 +1,4 @@
-"""What the compiler records about a module for the host (abi.md §6.2-6.3, compiler.md §1.3.7).
+"""What the compiler records about a module for the host (docs/design/abi.md §6.2-6.3, docs/design/compiler.md §1.3.7).
 
 The host never looks at Wasm bytes itself: it asks inspect_module() for a ModuleContract and acts
 on it. These records are plain data so the compiler stays free of wasmtime and wgpu.
@@ -60,7 +60,7 @@ class KernelPlan:
     read_slots: frozenset[int] = frozenset()  # slots the body actually reads
     write_slots: frozenset[int] = frozenset()  # slots the body actually writes
     read_before_write: frozenset[int] = frozenset()  # written slots whose old value is read first
-    is_float: bool = False  # abi.md §5.5: needs relaxed_float consent for the GPU
+    is_float: bool = False  # docs/design/abi.md §5.5: needs relaxed_float consent for the GPU
     translate_seconds: float = 0.0
     # Kernels that can trap, exhaust a loop budget or read out of range on the GPU declare one more
     # storage binding after the slots: a zeroed array<atomic<u32>, 4> whose word 0 the shader sets to

@@ -1,4 +1,4 @@
-"""Bounded module decoder of the buffer compiler (compiler.md §1.3.2, abi.md §6.2).
+"""Bounded module decoder of the buffer compiler (docs/design/compiler.md §1.3.2, docs/design/abi.md §6.2).
 
 It reads exactly what kernel selection and lowering need (types, function imports classified
 against the ABI table, function type indices, function exports, memory declarations and code
@@ -56,6 +56,7 @@ class DecodedModule:
     memories: list[MemoryDecl] = field(default_factory=list)  # imported first, then defined
     bodies: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each body in source
     statics: Statics = field(default_factory=lambda: Statics([], []))  # globals and data segments
+    custom: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each custom section (names.py)
 
     def function_type(self, index: int) -> Signature | None:
         """Signature of function `index` (imports first), or None when it has none."""
@@ -378,7 +379,8 @@ def decode_module(source: bytes) -> DecodedModule:
         start = pos
         pos += size
         if section_id == 0:
-            continue  # custom sections may appear anywhere and are never parsed
+            m.custom.append((start, pos))  # may appear anywhere; read only for error messages (names.py)
+            continue
         rank = SECTION_RANK.get(section_id, 0)
         if rank <= last_rank:
             raise CompileError(CompileErrorKind.UNSUPPORTED, "unsupported section order")

@@ -16,6 +16,7 @@ from . import reader as lim
 from .buffer import lower_kernel, select_body, validate_kernel
 from .contract import CompileError
 from .decoder import DecodedModule, decode_module
+from .names import NameKind, described
 from .opcodes import OPCODES
 from .opnames import Instruction, opcode_name, skip_locals, walk
 from .reader import ReaderError
@@ -90,8 +91,8 @@ def _scan(module: DecodedModule, root: int) -> list[Blocker]:
     def visit(function: int) -> None:
         defined = function - len(module.func_imports)
         if function in path:
-            found.append(Blocker(BlockerKind.RECURSION, "call", path[-1], -1, f"function {function} calls itself "
-                                                                             "through this chain"))
+            found.append(Blocker(BlockerKind.RECURSION, "call", path[-1], -1, f"{described(module, NameKind.FUNCTION, function)} "
+                                                                             "calls itself through this chain"))
             return
         if function in done or not 0 <= defined < len(module.bodies) or len(path) > lim.MAX_INLINE_DEPTH:
             return

@@ -29,6 +29,7 @@ from .extensions import Call
 from .frames import Frame, FrameKind
 from .intrinsics import F32, F64, I32, I64
 from .lowering import INVALID, LIMIT, UNSUPPORTED, Lowering
+from .names import NameKind, described
 from .opnames import skip_locals, walk
 from .prescan import prescan
 from .reader import Reader, ReaderError
@@ -99,7 +100,7 @@ def never_returns(st: Lowering, defined: int) -> bool:
 def _check_bounds(st: Lowering, function: int, body: tuple[int, int]) -> None:
     ext = st.ext
     if any(c.function == function for c in ext.calls):
-        raise CompileError(UNSUPPORTED, f"recursive call to function {function}")
+        raise CompileError(UNSUPPORTED, f"recursive call to {described(st.module, NameKind.FUNCTION, function)}")
     if len(ext.calls) >= lim.MAX_INLINE_DEPTH:
         raise CompileError(LIMIT, "inline depth limit")
     ext.inlined_bytes += body[1] - body[0]

@@ -1,4 +1,4 @@
-"""inspect_module: what the host calls at host.compile (abi.md §6.2-6.3).
+"""inspect_module: what the host calls at host.compile (docs/design/abi.md §6.2-6.3).
 
 It decodes the exact bytes once, then lowers every configured kernel against that one decoding
 and classifies each as INVALID, REJECTED or ELIGIBLE. It never raises: a decoder rejection makes

@@ -2,7 +2,7 @@
 
 No import name is written here: getBuffer is the one GPU intrinsic without an element type, reads
 are the typed intrinsics with a result, writes the typed ones without. Signatures are kept as the
-Wasm value-type bytes a decoder compares against (compiler.md §1.3.3).
+Wasm value-type bytes a decoder compares against (docs/design/compiler.md §1.3.3).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Legacy scalar compiler: an exported (f32) -> f32 function to WGSL (compiler.md §1.2, §2.2).
+"""Legacy scalar compiler: an exported (f32) -> f32 function to WGSL (docs/design/compiler.md §1.2, §2.2).
 
 The reference returns untyped errors here; in Python every failure is a CompileError whose
 message is the reference's text and whose kind is our best reading of it (LIMIT for bounds,
@@ -31,7 +31,7 @@ _ENTRY_TAIL = (
 
 
 def entry_tail(storage_binding: int = 0) -> str:
-    """The fixed entry point (compiler.md §2.2) with the value array at `storage_binding`."""
+    """The fixed entry point (docs/design/compiler.md §2.2) with the value array at `storage_binding`."""
     return _ENTRY_TAIL.format(binding=storage_binding)
 
 

@@ -4,7 +4,7 @@ The workspace (lowering.Lowering) moves immutable value records (records.py) thr
 stack and the locals; opcodes.OPCODES maps each instruction to its handler. Two drivers run the
 same handlers over the same workspace:
 
-* run_checked tests every workspace limit (compiler.md §1.3.5 step 6) at the head of every
+* run_checked tests every workspace limit (docs/design/compiler.md §1.3.5 step 6) at the head of every
   instruction and runs any row;
 * run_fast runs only while the limits provably cannot fire, and only the rows of the reference's
   subset (opcodes.Fast): it inlines the simple ones (local.get/set/tee, f32.const, the deferred

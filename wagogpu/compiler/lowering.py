@@ -3,7 +3,7 @@
 Values. Every numbered value n (WGSL name `v<n>`) has a form (records.Form): a u32 holding an i32
 or an f32's bits (loads, constants copied into lets, exact bit operations, vars), a vec2<u32>
 holding an i64 or an f64's bits, or an f32 (or f64) value (rounding arithmetic). Stored data
-always travels as bits, so exact float copies never pass through a WGSL float (compiler.md §2.1.4).
+always travels as bits, so exact float copies never pass through a WGSL float (docs/design/compiler.md §2.1.4).
 Outside the reference subset, float constants and results are opaque to the driver (valuetext.py).
 
 Deferred nodes. The reference's f32 add, sub and mul create a node that is emitted only when a
@@ -25,14 +25,15 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..abi.kernel import LOOP_BUDGET_FIELD, KernelError
-from ..abi.table import SLOT_COUNT, ElementType
+from ..abi.table import SLOT_COUNT, Access, ElementType
 from . import reader as lim
 from .bindings import BindingFacts
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule
 from .extensions import Extensions
 from .frames import ALL_SLOTS, Frame, FrameKind
-from .intrinsics import F32, F64, I32, I64, Intrinsic
+from .intrinsics import F32, F64, I32, I64, Intrinsic, IntrinsicKind
+from .names import NameKind, described
 from .numeric import NumericOp
 from .reader import Reader
 from .records import (BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, V_NAMES, VALUE_LET, VALUE_OF_BITS, WGSL_TYPE,
@@ -329,7 +330,7 @@ class Lowering:
                 return self.ftext[value]
             return converted(self.names[value], have, form)
         if kind == FRAME:
-            raise CompileError(UNSUPPORTED, "stack-pointer address used as a number")
+            raise self.stack_pointer_misuse("its value is used as a number, which a stack address cannot be")
         if kind == HANDLE:
             raise CompileError(UNSUPPORTED, "buffer handle used as a value")
         if kind == CONSTANT and form == VALUE:
@@ -400,7 +401,7 @@ class Lowering:
         return i
 
     def access_operands(self) -> int:
-        """Pop (handle, element) of a write and return the slot (compiler.md §1.3.5 steps 2-5)."""
+        """Pop (handle, element) of a write and return the slot (docs/design/compiler.md §1.3.5 steps 2-5)."""
         element = self.pop(I32)
         handle = self.pop(I32)
         if handle[0] != HANDLE:
@@ -419,12 +420,26 @@ class Lowering:
         return CompileError(UNSUPPORTED if self.beyond_reference else INVALID, message)
 
     def check_slot(self, slot: int, intrinsic: Intrinsic, allowed: int) -> None:
-        if self.slot_type[slot] != intrinsic.elem:
+        declared = self.slot_type[slot]
+        if declared != intrinsic.elem:
             if not intrinsic.gpu:  # a 64-bit intrinsic: the reference's refusal comes first
                 raise CompileError(UNSUPPORTED, "intrinsic type unsupported on GPU")
-            raise self.contract_error("intrinsic type does not match declared slot")
+            raise self.contract_error(f"intrinsic type does not match declared slot: {intrinsic.spec.name} uses "
+                                      f"slot {slot} as {getattr(intrinsic.elem, 'name', '?')}, declared {declared.name}")
         if not allowed >> slot & 1:
-            raise self.contract_error("intrinsic violates slot access")
+            bit = 1 << slot
+            access = Access((bool(self.can_read & bit)) | (bool(self.can_write & bit) << 1))
+            uses = "reads" if intrinsic.kind == IntrinsicKind.READ else "writes"
+            raise self.contract_error(f"intrinsic violates slot access: {intrinsic.spec.name} {uses} slot {slot}, "
+                                      f"declared {access.name}")
+
+    def stack_pointer_misuse(self, problem: str) -> CompileError:
+        """A misuse of the shadow-stack pointer, naming the global first: the first mutable i32
+        global a kernel reads is taken for it (globalvars.py), so a plain mutable variable lands here."""
+        sp = described(self.module, NameKind.GLOBAL, self.ext.sp_global)
+        return CompileError(UNSUPPORTED, f"{sp}: {problem} (the first mutable i32 global a kernel reads is taken for "
+                                         "its shadow-stack pointer; a plain mutable global keeps the kernel on the "
+                                         "CPU, whose value only the guest knows)")
 
     # ---- result ------------------------------------------------------------------------------
     def finish(self) -> LoweredBody:

@@ -5,7 +5,7 @@ A row says which form it wants each operand in and which form its result has (re
 "u" a u32 (an i32, or an f32's bits), "f" an f32 value, "p" a vec2<u32> (an i64, or an f64's
 bits, low word first), "d" an f64 value. Three flags say what a row costs the kernel's consent:
 
-* is_float: the row touches a float type, so the kernel is a float kernel (abi.md §5.5);
+* is_float: the row touches a float type, so the kernel is a float kernel (docs/design/abi.md §5.5);
 * rounding: the GPU's float units compute it, so an adapter may round, flush or fold differently
   from Wasm (a strict_float kernel replaces every such row that has an exact form, `strict`);
 * f64: the WGSL uses the f64 type, which only an adapter with shader-f64 compiles.

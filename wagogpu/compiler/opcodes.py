@@ -5,7 +5,7 @@ done), its immediates for the pre-scan (prescan.Imm), and how lower.run_fast tre
 (Fast: inlined, called, or handed over to the checked loop). Numeric rows come from ops.py, one
 per opcode; an opcode without a row is "unsupported opcode 0x..".
 
-The rows with a Fast kind other than HANDOVER are exactly the reference's subset (compiler.md
+The rows with a Fast kind other than HANDOVER are exactly the reference's subset (docs/design/compiler.md
 §1.3.5: end, call, local.get/set/tee, i32/f32.const, f32.add/sub/mul), so a kernel inside it is
 lowered by the fast loop alone and keeps the reference's WGSL byte for byte.
 """

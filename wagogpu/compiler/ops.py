@@ -1,5 +1,5 @@
 """The numeric instructions: one NumericOp row (numeric.py) per opcode, and the WGSL helper
-functions some of them call. f32 add, sub and mul are the reference's subset (compiler.md §1.3.5)
+functions some of them call. f32 add, sub and mul are the reference's subset (docs/design/compiler.md §1.3.5)
 and become deferred nodes (lowering.py); the others are our extension of it, each emitted as a let
 where it happens. The i32 and f32 rows are here; the i64 rows and their helpers are int64.py's,
 the f64 ones float64.py's, merged into the same tables; strictfloat.py holds the exact forms of
@@ -35,7 +35,7 @@ Wasm semantics and how they are kept:
   ne is `!(a == b)` (true on NaN, as Wasm), since WGSL's != becomes an ordered not-equal.
 * Rounding arithmetic (add, sub, mul, div, sqrt, i32 -> f32 conversion) and f32 comparisons use the
   GPU's float units: GPUs may fuse, flush subnormals or round div/sqrt differently, and a kernel
-  doing any of this is `is_float`, so it needs relaxed_float consent (abi.md §5.5).
+  doing any of this is `is_float`, so it needs relaxed_float consent (docs/design/abi.md §5.5).
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def _f32_bits(expr: str, arity: int = 1, helpers: tuple[str, ...] = ()) -> Numer
 
 
 def _deferred(operator: str) -> NumericOp:
-    """The reference's f32 arithmetic (compiler.md §2.1.4): a node emitted when first used."""
+    """The reference's f32 arithmetic (docs/design/compiler.md §2.1.4): a node emitted when first used."""
     return NumericOp((F32, F32), F32, (Form.VALUE, Form.VALUE), Form.VALUE, f"{{0}} {operator} {{1}}",
                      is_float=True, infix=f" {operator} ", rounding=True)
 

@@ -1,4 +1,4 @@
-"""Bounded binary reader shared by both compilers (compiler.md §1.1).
+"""Bounded binary reader shared by both compilers (docs/design/compiler.md §1.1).
 
 Every read checks the remaining bytes first, and every vector count is checked against a named
 limit before anything is allocated for it, so no input can make the compiler use unbounded time
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .contract import CompileError, CompileErrorKind
 
-# ---- Named limits (compiler.md §3). Read at call time so tests can lower them. ----
+# ---- Named limits (docs/design/compiler.md §3). Read at call time so tests can lower them. ----
 MAX_MODULE_BYTES = 4 * 1024 * 1024  # whole module
 MAX_ENTRIES = 16384  # entries of any decoded vector (count())
 MAX_TYPES = 16384  # expanded types, rec-group members included

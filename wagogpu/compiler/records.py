@@ -1,7 +1,7 @@
 """Value records, the two WGSL forms a value travels in, and the numbered-name tables.
 
 A record is an immutable triple (kind, Wasm type byte, value), copied between the operand stack
-and the locals, never mutated (compiler.md §1.3.5 step 4). Because records are copied, `x + (x := 2)`
+and the locals, never mutated (docs/design/compiler.md §1.3.5 step 4). Because records are copied, `x + (x := 2)`
 sees the old x, and the invocation index keeps its identity through locals, which is what makes
 neighbour, gather and scatter writes impossible by construction.
 """

@@ -56,7 +56,7 @@ def address_arith(st: Lowering, opcode: int, args: list[Record]) -> Record:
             return (FRAME, I32, lv - signed32(rv))
         if opcode == 0x6B and lk == FRAME and rk == FRAME:
             return (CONSTANT, I32, (lv - rv) & 0xFFFFFFFF)
-    raise CompileError(UNSUPPORTED, "stack-pointer address used as a number")
+    raise st.stack_pointer_misuse("its value is used as a number, which a stack address cannot be")
 
 
 def at_function_top(st: Lowering) -> bool:
@@ -71,9 +71,10 @@ def move_stack_pointer(st: Lowering, value: Record) -> None:
     if not at_function_top(st):
         release_to_return(st, value[2])
         return
-    if not -lim.MAX_FRAME_BYTES <= value[2] <= 0:
-        raise CompileError(UNSUPPORTED if value[2] > 0 else LIMIT,
-                           "the stack pointer moves above its entry value" if value[2] > 0 else "stack frame limit")
+    if value[2] > 0:
+        raise st.stack_pointer_misuse("set above its value at kernel entry, which a stack pointer never is")
+    if value[2] < -lim.MAX_FRAME_BYTES:
+        raise CompileError(LIMIT, "stack frame limit")
     st.ext.sp_offset = value[2]
 
 

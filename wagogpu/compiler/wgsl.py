@@ -1,4 +1,4 @@
-"""WGSL text of buffer kernels (compiler.md §2.1) and the dispatch grid the host must use with it.
+"""WGSL text of buffer kernels (docs/design/compiler.md §2.1) and the dispatch grid the host must use with it.
 
 Every identifier here is fixed or compiler-numbered (Params, params, slot0..slot7, main, id,
 index, v<N>, half_to_f32, f32_to_half); nothing the guest chose ever reaches the text.
@@ -31,7 +31,7 @@ INDEX_LINE_GROWTH = len(INDEX_LINE_2D) - len(INDEX_LINE_1D)
 GUARD = "  if (index >= params.count) { return; }\n"
 END = "}\n"
 
-# Integer-only binary16 <-> f32 bit conversions (abi.md §5.3); no float literal, so NaN/Inf never
+# Integer-only binary16 <-> f32 bit conversions (docs/design/abi.md §5.3); no float literal, so NaN/Inf never
 # appear as WGSL constants. Inserted when any declared binding is F16.
 F16_HELPER = """
 fn half_to_f32(h: u32) -> u32 {
@@ -75,8 +75,8 @@ fn f32_to_half(x: u32) -> u32 {
 }
 """
 
-# Load of one element as a u32 bit pattern, per declared type ({} is the slot number). Keyed by name:
-# ElementType is built from the ABI table, so its members are looked up, not spelled as attributes.
+# Load of one element as its bit pattern, per declared type ({} is the slot number): a u32 for the
+# 8- to 32-bit types, the vec2<u32> word pair for the 64-bit ones.
 LOAD_EXPR: dict[ElementType, str] = {ElementType[name]: expr for name, expr in {
     "I8": "bitcast<u32>(bitcast<i32>(slot{}[index] << 24u) >> 24u)",
     "I16": "bitcast<u32>(bitcast<i32>(slot{}[index] << 16u) >> 16u)",

@@ -3,7 +3,7 @@
 This is the one module that touches wgpu-py's or wgpu-native's internals (``_ffi``, ``_api``,
 ``_helpers``, ``_mappings``, an adapter's ``_internal``).  wgpu-py's object layer costs tens of
 microseconds per dispatch (descriptor dicts, wrappers, a promise and poll-thread token per map);
-here the hot paths are cffi calls on pre-built structs, with entry points bound once.  It was
+here the hot paths are cffi calls on pre-built structs, with entry points looked up once.  It was
 written against wgpu-py 0.32 (wgpu-native 29), whose C API its struct names follow; importing it
 with another wgpu raises ImportError, and the device then runs on ``_public.py``.
 """
@@ -54,7 +54,7 @@ _LIMIT_FIELDS = dict(zip(LIMIT_NAMES, ("maxBufferSize", "maxStorageBufferBinding
                                        "maxComputeWorkgroupsPerDimension", "maxComputeInvocationsPerWorkgroup",
                                        "maxComputeWorkgroupSizeX", "maxUniformBufferBindingSize")))
 
-# Entry points of the hot paths, bound once (attribute lookups on the cffi lib cost time).
+# The C entry points the hot paths call, looked up on the cffi lib once at import.
 _poll = lib.wgpuDevicePoll
 _write_buffer = lib.wgpuQueueWriteBuffer
 _create_encoder = lib.wgpuDeviceCreateCommandEncoder

@@ -1,8 +1,8 @@
-"""The small interface the device's logic is written against, and the choice between its two
-implementations.
+"""The small interface the device's logic is written against (api.py chooses between its two
+implementations).
 
 ``_native.py`` implements it on wgpu-native's C API through wgpu-py's cffi handle, with
-pre-built structs and entry points bound once (the fast path, tested with wgpu-py 0.32);
+pre-built structs and entry points looked up once (the fast path, tested with wgpu-py 0.32);
 ``_public.py`` on wgpu-py's public API (slower, and only what that API offers: no GPU
 timestamps, no device-loss report).  The pool, transfers, execute and waits above it are the
 same for both.  Backend objects (buffers, pipelines, encoders) are opaque to the device.
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import abc
 import enum
-import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,13 +20,10 @@ import numpy as np
 import wgpu
 
 from .adapters import AdapterInfo, BackendName
-from .errors import GpuUnavailable
 from .natives import Native, NativeSet
 
 __all__ = ["DeviceApi", "Backend", "BackendError", "BackendFlags", "MapCell", "CELL_OK", "Usage", "LIMIT_NAMES",
-           "BackendModule", "load_api"]
-
-_log = logging.getLogger("wagogpu.gpu")
+           "BackendModule", "PUBLIC_ENV"]
 
 #: Set to 1 to run every device on wgpu-py's public API.
 PUBLIC_ENV = "WAGOGPU_PUBLIC_WGPU"
@@ -120,7 +115,7 @@ class Backend(abc.ABC):
     def write_buffer(self, buf: Any, offset: int, data: np.ndarray | bytes, nbytes: int) -> None:
         """Queue write (ordered before the next submission; data is copied before it returns)."""
 
-    #: A new command encoder (bound once: no Python frame on the raw backend).
+    #: A new command encoder (an attribute: on the raw backend the C function itself, no Python frame).
     encoder: Callable[[], Any]
     #: copy(enc, src, src_offset, dst, dst_offset, nbytes): record a buffer-to-buffer copy.
     copy: Callable[[Any, Any, int, Any, int, int], Any]
@@ -177,7 +172,7 @@ class Backend(abc.ABC):
     def flush_window(self, buf: Any, window: Any, nbytes: int) -> None:
         """Make the first ``nbytes`` written through ``window`` the buffer's contents (before unmap)."""
 
-    #: End a buffer's mapping (bound once, like copy).
+    #: End a buffer's mapping (an attribute, like copy).
     unmap: Callable[[Any], Any]
 
     # -- timestamps (has_timestamps only)
@@ -206,24 +201,3 @@ class BackendModule(Protocol):
 
     def open_backend(self, adapter: Any, info: AdapterInfo) -> Backend:
         """Request a device on an enumerated adapter; raises GpuUnavailable."""
-
-
-def load_api(requested: DeviceApi | str | None) -> tuple[DeviceApi, BackendModule]:
-    """The backend module to open a device with: the raw one unless asked otherwise, the
-    environment sets WAGOGPU_PUBLIC_WGPU=1 or it refuses the installed wgpu (its import checks
-    the version it was tested with)."""
-    api = DeviceApi(requested) if requested is not None else None
-    if api is None and os.environ.get(PUBLIC_ENV) == "1":
-        api = DeviceApi.PUBLIC
-    if api is not DeviceApi.PUBLIC:
-        try:
-            from . import _native
-
-            return DeviceApi.RAW, _native
-        except ImportError as exc:
-            if api is DeviceApi.RAW:
-                raise GpuUnavailable(f"the raw wgpu-native path is unavailable: {exc}") from exc
-            _log.info("wgpu-native's C API is not usable (%s); using wgpu-py's public API", exc)
-    from . import _public
-
-    return DeviceApi.PUBLIC, _public

@@ -34,7 +34,6 @@ from .uploads import Uploads
 
 __all__ = ["PendingBatches"]
 
-_perf = time.perf_counter
 @dataclass(eq=False)
 class OpenBatch:
     """The batch being recorded: its encoder, the pass left open and what it holds."""
@@ -245,7 +244,7 @@ class PendingBatches:
         highest confirmed ticket.  On DeviceFailure nothing more is confirmed and every pending
         batch is abandoned."""
         core = self._core
-        deadline = _perf() + timeout
+        deadline = time.perf_counter() + timeout
         core.acquire(timeout)
         try:
             failure, self.failure = self.failure, None
@@ -273,6 +272,7 @@ class PendingBatches:
             raise
         with core.lock:
             del self.submitted[:count]
+            self._readback.reclaim()
         self.confirmed = max(self.confirmed, last)
         return self.confirmed
 

@@ -22,7 +22,6 @@ from .tuning import DeviceTuning
 
 __all__ = ["DeviceCore"]
 
-_perf = time.perf_counter
 _MAX_NAP = 0.002
 
 
@@ -49,8 +48,16 @@ class DeviceCore:
         #: still be running it. settled() and close() look here before anything else reaches the
         #: queue, since on some drivers (lavapipe) a submission blocks until that work is done.
         self.unfinished: list[MapCell] = []
-        #: Submits the open pending batch (batch.py) first; every other submission calls it (lock held).
-        self.submit_pending: Callable[[], None] = _nothing
+        self._submit_pending: Callable[[], None] = _nothing
+
+    def attach_pending(self, submit: Callable[[], None]) -> None:
+        """Name the open pending batch's submit (batch.py; the device assembles its parts once)."""
+        self._submit_pending = submit
+
+    def submit_pending(self) -> None:
+        """Submit the open pending batch first: every other submission calls this (lock held), so
+        work reaches the queue in the order it was recorded."""
+        self._submit_pending()
 
     def new_id(self) -> int:
         """Ids of handles and pipelines (bind groups and read-ahead copies are keyed by them)."""
@@ -114,7 +121,7 @@ class DeviceCore:
         lock = self.lock
         poll = self.backend.poll
         flags = self.flags
-        spin_until = _perf() + self.tuning.spin_seconds
+        spin_until = time.perf_counter() + self.tuning.spin_seconds
         nap = 0.00005
         while True:
             for c in cells:
@@ -128,7 +135,7 @@ class DeviceCore:
                 poll()
             if flags.lost:
                 raise DeviceFailure(FailureStage.LOST, flags.lost_reason or "the device was lost", True)
-            now = _perf()
+            now = time.perf_counter()
             if now > deadline:
                 if any(not c.status for c in cells):
                     self.left_unfinished(cells)
@@ -142,6 +149,14 @@ class DeviceCore:
         """A wait gave up on ``cells``: remember the ones not resolved yet."""
         with self.lock:
             self.unfinished += [c for c in cells if not c.status]
+
+    def forget_map(self, cell: MapCell) -> None:
+        """A map no longer wanted (its buffer is being freed, lock held): the backend drops its
+        callback, and no wait for unfinished work counts on it any more (that work's own fence,
+        kept in ``unfinished``, still does)."""
+        self.backend.forget(cell)
+        if cell in self.unfinished:
+            self.unfinished.remove(cell)
 
     def pending(self) -> bool:
         """Whether work a wait gave up on may still be running (lock held; polls once)."""
@@ -160,7 +175,7 @@ class DeviceCore:
                     return False
                 if not self.pending():
                     return True
-            now = _perf()
+            now = time.perf_counter()
             if now >= deadline:
                 return False
             time.sleep(min(nap, deadline - now))

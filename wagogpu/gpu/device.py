@@ -20,7 +20,9 @@ import numpy as np
 
 from ..diagnostics import LoopLimits
 from .adapters import AdapterChoice, AdapterInfo, BackendName, select_adapters
-from .backend import Backend, BackendFlags, DeviceApi, load_api
+from .api import load_api
+from .backend import Backend, BackendFlags, DeviceApi
+from .batch import PendingBatches
 from .core import DeviceCore
 from .errors import GpuUnavailable, PipelineError
 from .execute import Executor
@@ -35,14 +37,9 @@ from .tuning import DeviceTuning
 from .uploads import Uploads
 from .warmup import WarmUp
 
-__all__ = ["GpuDevice", "BufferHandle", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats",
-           "READAHEAD_MAX_BYTES"]
+__all__ = ["GpuDevice", "BufferHandle", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats"]
 
 _log = logging.getLogger("wagogpu.gpu")
-_perf = time.perf_counter
-
-#: The default read-ahead limit, for the buffer layer until it reads ``device.tuning.readahead_max_bytes``.
-READAHEAD_MAX_BYTES = DeviceTuning().readahead_max_bytes
 
 
 class GpuDevice:
@@ -62,12 +59,10 @@ class GpuDevice:
         self._pipelines = Pipelines(core)
         self._readback = Readback(core, self._pool)
         self._uploads = Uploads(core, self._pool, self._readback.drop)
-        self._executor = Executor(core, self._pipelines, self._uploads, self._readback, self._pool)
+        batches = PendingBatches(core, self._pool, self._uploads, self._readback)
+        core.attach_pending(batches.submit_pending)
+        self._executor = Executor(core, self._pipelines, self._uploads, self._readback, self._pool, batches)
         self._warmup = WarmUp(core)
-        # The hot paths bound once: the instance's own entries shadow the documented methods
-        # below, so a dispatch or a read costs no extra Python frame for the delegation.
-        self.__dict__.update(execute=self._executor.execute, read=self._readback.read,
-                             enqueue=self._executor.enqueue)
 
     @classmethod
     def open(
@@ -90,7 +85,7 @@ class GpuDevice:
         what exists), GpuUnavailable when no adapter is found, only software adapters are and
         they are not allowed, or every device request fails; ValueError for malformed arguments.
         """
-        t0 = _perf()
+        t0 = time.perf_counter()
         if tuning is None:
             tuning = DeviceTuning()
         elif not isinstance(tuning, DeviceTuning):
@@ -110,7 +105,7 @@ class GpuDevice:
             except GpuUnavailable as exc:
                 failures.append(f"{info.summary()}: {exc.reason}")
                 continue
-            return cls(opened, info, faults, tuning, _perf() - t0)
+            return cls(opened, info, faults, tuning, time.perf_counter() - t0)
         raise GpuUnavailable("device request failed on every adapter: " + "; ".join(failures))
 
     # -------------------------------------------------------------- buffers
@@ -248,7 +243,7 @@ class GpuDevice:
         True then (the device can be read again without blocking), False when ``timeout`` passes
         first or the device is closed or lost.  On some drivers (lavapipe) a submission blocks in
         the driver until the work before it is done, so call this before reading after a timeout."""
-        return self._core.settled(_perf() + max(0.0, timeout))
+        return self._core.settled(time.perf_counter() + max(0.0, timeout))
 
     def is_lost(self) -> bool:
         """True once the device reported loss (or a "lost" fault was injected)."""
@@ -338,6 +333,7 @@ class GpuDevice:
             self._buffers.close()
             self._uploads.close()
             self._readback.copies.clear()
+            self._readback.retired.clear()
             self._pool.close()
             if core.pending():
                 core.natives.release_all()

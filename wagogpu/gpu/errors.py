@@ -5,7 +5,7 @@ The host maps them onto ABI statuses: ``GpuUnavailable`` means "no GPU path"
 error), ``DeviceAllocationError`` a failed allocation that does not
 quarantine (status 7 for that step), ``PipelineError`` makes a kernel fall
 back, and ``DeviceFailure`` is anything that leaves GPU state uncertain: the
-host quarantines the device after it (abi.md §4.7).
+host quarantines the device after it (docs/design/abi.md §4.7).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class DeviceFailure(GpuError):
     ``stage`` (a FailureStage, equal to its string value) names where.
     ``submitted`` is True when work may have reached the queue, so its effect
     on device memory is unknown.  ``data`` carries a readback that was fully
-    copied out before an unmap failure (abi.md §4.4 step 6), else None.
+    copied out before an unmap failure (docs/design/abi.md §4.4 step 6), else None.
     """
 
     def __init__(

@@ -1,5 +1,5 @@
 """One dispatch transaction: parameters, uploads, seed copies, the compute pass and read-ahead
-copies in one submission, then one wait (abi.md §4.6 step 6); or, with ``enqueue``, the same
+copies in one submission, then one wait (docs/design/abi.md §4.6 step 6); or, with ``enqueue``, the same
 recorded into the open pending batch without submitting or waiting (batch.py).
 
 The hot path is a resident dispatch: no uploads, no parameters, a cached bind group; it makes
@@ -30,7 +30,6 @@ from .uploads import Uploads
 
 __all__ = ["Executor"]
 
-_perf = time.perf_counter
 
 #: Profile mode's stages and whether a plan gives each work to submit.
 _STAGE_WORK: dict[str, Callable[[ExecutePlan], bool]] = {
@@ -44,26 +43,24 @@ class Executor:
     """Runs ExecutePlans on one device."""
 
     def __init__(self, core: DeviceCore, pipelines: Pipelines, uploads: Uploads, readback: Readback,
-                 pool: BufferPool) -> None:
+                 pool: BufferPool, batches: PendingBatches) -> None:
         self._core = core
         self._pipelines = pipelines
         self._uploads = uploads
         self._readback = readback
         self._pool = pool
         self._max_groups = core.backend.limits["max-compute-workgroups-per-dimension"]
-        self.batches = PendingBatches(core, pool, uploads, readback)
-        core.submit_pending = self.batches.submit_pending
+        self.batches = batches
         self._stage_recorders: tuple[tuple[str, Callable[..., int]], ...] = (
             ("upload", self._record_upload_stage), ("seed", self._record_seed_stage),
             ("compute", self._record_compute_stage))
 
     def execute(self, plan: ExecutePlan, timeout: float) -> ExecuteResult:
         """Run one dispatch transaction and wait for it (see the module docstring)."""
-        t0 = _perf()
+        t0 = time.perf_counter()
         deadline = t0 + timeout
         core = self._core
-        if not core.lock.acquire(timeout=max(0.0, timeout)):
-            raise core.lock_timeout()
+        core.acquire(timeout)
         used: list[PooledBuffer] = []  # pooled upload buffers the submission uses
         try:
             bind_group = self._checked(plan)
@@ -87,7 +84,7 @@ class Executor:
                 core.wait(deadline, cells, "the dispatch")
             if cells[0].status != CELL_OK:
                 raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {cells[0].message}", True)
-            t3 = _perf()
+            t3 = time.perf_counter()
             if core.faults is not None or core.flags.lost or core.flags.errors:
                 self._core.check_after_completion()
             device_s = self._timestamps() if ts else None
@@ -95,16 +92,15 @@ class Executor:
             with core.lock:
                 self._discard(used)
             raise
-        return ExecuteResult(t1 - t0, t2 - t1, t3 - t2, _perf() - t0, device_s, core.hardware, True,
+        return ExecuteResult(t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t0, device_s, core.hardware, True,
                              up_bytes, seed_bytes)
 
     def enqueue(self, plan: ExecutePlan, timeout: float) -> int:
         """Record one dispatch transaction into the open pending batch without submitting it
         (batch.py); returns its ticket.  A DeviceFailure abandons every pending batch."""
         core = self._core
-        deadline = _perf() + timeout
-        if not core.lock.acquire(timeout=timeout if timeout > 0.0 else 0.0):
-            raise core.lock_timeout()
+        deadline = time.perf_counter() + timeout
+        core.acquire(timeout)
         try:
             if plan.separate_stages or plan.timestamps:
                 raise DeviceFailure(FailureStage.SUBMIT, "a pending dispatch has no separate stages or timestamps")
@@ -173,9 +169,9 @@ class Executor:
         enc = backend.encoder()
         try:
             up_bytes = self._record_uploads(enc, plan, deadline, used) if plan.uploads or plan.params else 0
-            t1 = _perf()
+            t1 = time.perf_counter()
             seed_bytes = self._record_seed_stage(enc, plan, deadline, used) if plan.seeds else 0
-            t2 = _perf()
+            t2 = time.perf_counter()
             gx, gy = plan.workgroups
             if gx and gy:
                 backend.dispatch(enc, plan.pipeline._ptr, bind_group, gx, gy, ts)
@@ -248,11 +244,11 @@ class Executor:
         core.submit_pending()
         try:
             for name, record in self._stage_recorders:
-                s0 = _perf()
+                s0 = time.perf_counter()
                 if not _STAGE_WORK[name](plan):
                     if name == "upload" and plan.params is not None:  # rides with the compute submission
                         core.backend.write_buffer(plan.uniform._ptr, 0, plan.params, 16)
-                        took[name] = _perf() - s0
+                        took[name] = time.perf_counter() - s0
                     continue  # no empty submission, no time for work not done
                 extra = {"bind_group": bind_group, "ts": ts} if name == "compute" else {}
                 cells, moved[name] = self._submit_stage(name, record, plan, deadline, used, extra)
@@ -262,7 +258,7 @@ class Executor:
                 core.wait(deadline, cells, f"the {name} submission")
                 if cells[0].status != CELL_OK:
                     raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {cells[0].message}", True)
-                took[name] = _perf() - s0
+                took[name] = time.perf_counter() - s0
             self._core.check_after_completion()
             device_s = self._timestamps() if ts else None
         except DeviceFailure as exc:
@@ -270,8 +266,9 @@ class Executor:
                 self._discard(used)
             raise
         return ExecuteResult(upload_s=took["upload"], seed_s=took["seed"], compute_s=took["compute"],
-                             total_s=_perf() - t0, device_compute_s=device_s, hardware_submitted=core.hardware,
-                             submitted=True, upload_bytes=moved["upload"], seed_bytes=moved["seed"])
+                             total_s=time.perf_counter() - t0, device_compute_s=device_s,
+                             hardware_submitted=core.hardware, submitted=True, upload_bytes=moved["upload"],
+                             seed_bytes=moved["seed"])
 
     def _submit_stage(self, name: str, record: Callable[..., int], plan: ExecutePlan, deadline: float,
                       used: list[PooledBuffer], extra: dict[str, Any]) -> tuple[list[MapCell], int]:

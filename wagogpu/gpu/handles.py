@@ -77,7 +77,7 @@ class ComputePipeline:
 
 @dataclass(slots=True)
 class ExecutePlan:
-    """One GPU dispatch transaction (abi.md §4.6 step 6).
+    """One GPU dispatch transaction (docs/design/abi.md §4.6 step 6).
 
     ``uploads`` are (buffer, byte_offset, array or UploadStage) written before the seeds (a
     stage is consumed: the plan's submission re-maps it for a later stage(), a failure frees it);

@@ -157,7 +157,7 @@ class BufferPool:
         self._owned.pop(id(entry), None)
         if entry.cell is not None:
             if not entry.cell.status:
-                self._backend.forget(entry.cell)
+                self._core.forget_map(entry.cell)
             entry.cell = None
         self._core.natives.release(entry.native)
 

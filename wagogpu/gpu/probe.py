@@ -51,7 +51,7 @@ from ..diagnostics import LoopLimits
 from .errors import GpuError
 from .handles import BufferHandle, ExecutePlan
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: the device runs the probe on itself (GpuDevice.loop_limits))
     from .device import GpuDevice
 
 __all__ = ["PROBE_PASSES", "SAFETY_PASSES", "Probe", "loop_budget", "measure", "probed_limits"]

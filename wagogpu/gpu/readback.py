@@ -26,7 +26,6 @@ from .pool import BufferPool, PooledBuffer, PoolKind
 
 __all__ = ["Readback"]
 
-_perf = time.perf_counter
 
 
 class Readback:
@@ -37,6 +36,8 @@ class Readback:
         self._pool = pool
         #: Read-ahead copies: source buffer id -> (pooled buffer, bytes copied); its cell is the map.
         self.copies: dict[int, tuple[PooledBuffer, int]] = {}
+        #: Dropped copies whose map was still pending when they were dropped (see drop).
+        self.retired: list[PooledBuffer] = []
         self.hits = 0
 
     # -------------------------------------------------------------- read-ahead (lock held)
@@ -49,6 +50,7 @@ class Readback:
     def record_ahead(self, enc: Any, handles: Sequence[BufferHandle]) -> list[tuple[BufferHandle, PooledBuffer]]:
         """Record a copy of each small enough live handle into a pooled readback buffer."""
         most = self._core.tuning.readahead_max_bytes
+        self.reclaim()
         taken = []
         for h in handles:
             if h._ptr is None or h.nbytes > most:
@@ -74,23 +76,46 @@ class Readback:
         return cells
 
     def drop(self, buf_id: int, keep: bool = True) -> None:
-        """Forget buffer ``buf_id``'s copy; its pooled buffer goes back unless its state is unknown."""
+        """Forget buffer ``buf_id``'s copy; its pooled buffer goes back unless its state is unknown.
+        A copy whose map is still pending (a submitted pipelined batch) is retired instead: the
+        batch's wait counts on that map, so it stays registered, and its buffer goes back once the
+        map resolved (reclaim) rather than being destroyed under the pending map."""
         item = self.copies.pop(buf_id, None)
         if item is None:
             return
         entry = item[0]
+        cell = entry.cell
+        if keep and cell is not None and not cell.status:
+            self.retired.append(entry)
+            return
+        self._release(entry, keep)
+
+    def _release(self, entry: PooledBuffer, keep: bool) -> None:
         cell, entry.cell = entry.cell, None
-        if cell is not None and not cell.status:  # never resolved (a failed submission)
-            self._core.backend.forget(cell)
+        if cell is not None and not cell.status:  # never resolved (a failed or abandoned submission)
+            self._core.forget_map(cell)
             keep = False
         elif cell is not None and cell.status == CELL_OK:
             self._core.backend.unmap(entry.obj)
         (self._pool.give if keep else self._pool.free)(entry)
 
+    def reclaim(self) -> None:
+        """Give back the retired copies whose map has resolved (lock held)."""
+        if not self.retired:
+            return
+        waiting = [entry for entry in self.retired if entry.cell is not None and not entry.cell.status]
+        for entry in self.retired:
+            if entry.cell is None or entry.cell.status:
+                self._release(entry, True)
+        self.retired = waiting
+
     def drop_all(self) -> None:
         """After a failure: every copy's state is unknown; their buffers are freed."""
         for buf_id in list(self.copies):
             self.drop(buf_id, keep=False)
+        retired, self.retired = self.retired, []
+        for entry in retired:
+            self._release(entry, False)
 
     def _take_copy(self, src: BufferHandle, nbytes: int, keep: bool) -> PooledBuffer | None:
         """The resolved copy of ``src`` that can serve this read (lock held), or None."""
@@ -126,13 +151,12 @@ class Readback:
     def _read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
               out: np.ndarray | None, keep: bool) -> Any:
         core = self._core
-        deadline = _perf() + timeout
+        deadline = time.perf_counter() + timeout
         nbytes = int(nbytes)
         if out is not None and not (isinstance(out, np.ndarray) and out.flags.c_contiguous
                                     and out.flags.writeable and out.nbytes == nbytes):
             raise ValueError(f"out must be a writable C-contiguous array of {nbytes} bytes")
-        if not core.lock.acquire(timeout=max(0.0, timeout)):
-            raise core.lock_timeout()
+        core.acquire(timeout)
         try:
             core.check_usable()
             if nbytes <= 0 or nbytes % 4 or src._ptr is None or staging._ptr is None \

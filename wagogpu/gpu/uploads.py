@@ -26,7 +26,6 @@ from .pool import BufferPool, PooledBuffer
 
 __all__ = ["Uploads"]
 
-_perf = time.perf_counter
 #: Each upload in a pooled buffer starts at a multiple of this (copy offsets need 4; 256 keeps
 #: the parallel copies' pieces aligned).
 _ALIGN = 256
@@ -139,7 +138,7 @@ class Uploads:
         nbytes = int(nbytes)
         if nbytes <= 0 or nbytes % 4:
             raise DeviceAllocationError(f"an upload stage of {nbytes} bytes: size must be a positive multiple of 4")
-        deadline = _perf() + timeout
+        deadline = time.perf_counter() + timeout
         if not core.lock.acquire(timeout=max(0.0, timeout)):
             raise DeviceAllocationError("the device lock was not free before the deadline", nbytes)
         try:
@@ -199,7 +198,7 @@ class Uploads:
         """Upload ``array`` into ``dst`` at ``byte_offset`` (ordered before any later submission;
         not waited for)."""
         core = self._core
-        deadline = _perf() + timeout
+        deadline = time.perf_counter() + timeout
         core.acquire(timeout)
         try:
             core.check_usable()

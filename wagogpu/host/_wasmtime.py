@@ -27,13 +27,36 @@ from typing import Any, Callable
 import wasmtime
 
 from .public_path import (INT_RANGES, GuestCaller, GuestMemory, PublicCall, argument_error, find_memory,
-                          public_host_func, public_memory_span)
+                          public_host_func, public_memory_span, refuse_unpassable, relay, take_relayed)
 
 TESTED_MAJOR = 50
 PUBLIC_ENV = "WAGOGPU_PUBLIC_WASMTIME"
 
 __all__ = ["FAST_PATH", "PATH_NOTE", "GuestCaller", "GuestMemory", "export_call", "host_func", "memory_span",
-           "own_memory"]
+           "own_memory", "value_kinds"]
+
+
+def _v128_test() -> Callable[[Any], bool] | None:
+    """Whether a ValType is v128, asked without wasm_valtype_kind (wasm.h has no v128 kind: the
+    runtime aborts the process when asked, so even str() of such a ValType kills it)."""
+    try:
+        from wasmtime import _ffi as wffi
+        v128 = wffi.wasmtime_wasm_valtype_v128()  # kept for the process's life
+        equal = wffi.wasmtime_wasm_valtype_equal
+    except (ImportError, AttributeError):  # pragma: no cover - another wasmtime-py
+        return None
+    return lambda valtype: bool(equal(valtype.ptr(), v128))
+
+
+_IS_V128 = _v128_test()
+
+
+def value_kinds(types: Any) -> list[str]:
+    """Kind names ("i32", "externref", "v128", ...) of a FuncType's params or results, safely."""
+    is_v128 = _IS_V128
+    if is_v128 is None:  # pragma: no cover - another wasmtime-py: its str() may abort on v128
+        return [str(t) for t in types]
+    return ["v128" if is_v128(t) else str(t) for t in types]
 
 
 def _choose_path() -> tuple[bool, str]:
@@ -164,14 +187,20 @@ class FastCall:
 
     def _raise(self, error: Raw) -> None:
         """A trap or error, raised the way wasmtime-py's Func.__call__ raises it (a Python exception
-        raised inside an import comes back as itself)."""
+        raised inside an import comes back as itself: this thread's, relayed per thread)."""
         trap = self._trap[0]
+        own = take_relayed()
+        if own is not None and _wfunc.LAST_EXCEPTION is own:
+            _wfunc.LAST_EXCEPTION = None  # a public-path host function also left it in wasmtime-py's global
         if trap:
             self._trap[0] = _NULL  # reset for the next call
             trap_obj = wasmtime.Trap._from_ptr(_as_ctypes(trap, _wffi.wasm_trap_t))
-            _wfunc.maybe_raise_last_exn()
+            if own is not None:
+                raise own
             raise trap_obj
-        _wfunc.maybe_raise_last_exn()
+        if own is not None:
+            wasmtime.WasmtimeError._from_ptr(_as_ctypes(error, _wffi.wasmtime_error_t))  # freed with it
+            raise own
         raise wasmtime.WasmtimeError._from_ptr(_as_ctypes(error, _wffi.wasmtime_error_t))
 
 
@@ -224,15 +253,33 @@ def _store_context(store: wasmtime.Store) -> Raw:
 class _HostFunc:
     """What the trampoline needs for one host function, resolved once at definition."""
 
-    __slots__ = ("fn", "params", "results", "single", "access_caller", "handle")
+    __slots__ = ("fn", "params", "results", "single", "access_caller", "handle", "result_kinds")
 
     def __init__(self, fn: Callable[..., Any], params: list[str], results: list[str], access_caller: bool) -> None:
         self.fn = fn
+        self.result_kinds = results
         self.params = _raw_struct(params) if params else None
         self.results = _raw_struct(results) if results else None
         self.single = len(results) == 1
         self.access_caller = access_caller
         self.handle = _ffi.new_handle(self)
+
+
+    def signed(self, values: Any) -> list[Any]:
+        """Results with integers of either spelling as the signed value they mean; ValueError (one
+        line) for an integer outside both spellings. Anything else is left for struct to refuse."""
+        if len(values) != len(self.result_kinds):
+            return list(values)  # struct says how many it expected
+        out = []
+        for i, (kind, value) in enumerate(zip(self.result_kinds, values)):
+            bounds = INT_RANGES.get(kind)
+            if bounds is not None and isinstance(value, int):
+                if not bounds[0] <= value <= bounds[1]:
+                    raise ValueError(f"host function result {i + 1} ({kind}) is {value}, outside {bounds[0]}..{bounds[1]}")
+                bits = 32 if kind == "i32" else 64
+                value = value - (1 << bits) if value >= 1 << (bits - 1) else value
+            out.append(value)
+        return out
 
 
 def _trampoline(env: Raw, caller_ptr: Raw, slots: Raw, n: int) -> Raw:
@@ -248,10 +295,14 @@ def _trampoline(env: Raw, caller_ptr: Raw, slots: Raw, n: int) -> Raw:
             out = f.fn(*args)
         fmt = f.results
         if fmt is not None:
-            fmt.pack_into(_buffer(slots, fmt.size), 0, *((out,) if f.single else out))
+            values = (out,) if f.single else out
+            try:
+                fmt.pack_into(_buffer(slots, fmt.size), 0, *values)
+            except struct.error:  # an unsigned spelling (0xFFFFFFFF for -1), as calls accept, or a bad value
+                fmt.pack_into(_buffer(slots, fmt.size), 0, *f.signed(values))
         return _NULL
-    except BaseException as exc:  # noqa: BLE001 - handed to wasmtime-py's exception relay
-        _wfunc.LAST_EXCEPTION = exc
+    except BaseException as exc:  # noqa: BLE001 - relayed to the call that ran it (this thread's)
+        relay(exc)
         return _ffi.cast("void *", _address(wasmtime.Trap("python exception")._consume()))
     finally:
         if caller is not None:
@@ -324,13 +375,17 @@ if FAST_PATH:
 
 def export_call(func: wasmtime.Func, store: wasmtime.Store, name: str = "") -> Callable[..., Any]:
     """A callable for an exported function (``name`` for its argument errors): None, one value,
-    or a list of results. Integer arguments outside their parameter's range raise ValueError."""
+    or a list of results. Integer arguments outside their parameter's range raise ValueError; a
+    signature with a value Python cannot hold (v128) raises TypeError here."""
+    ftype = func.type(store)
+    refuse_unpassable(f"export {name!r}" if name else "export", value_kinds(ftype.params), value_kinds(ftype.results))
     return FastCall(func, store, name) if FAST_PATH else PublicCall(func, store, name)
 
 
 def host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Callable[..., Any],
               access_caller: bool = False) -> wasmtime.Func:
     """A wasmtime.Func calling fn (with a GuestCaller first when access_caller)."""
+    refuse_unpassable("host function", value_kinds(ftype.params), value_kinds(ftype.results))
     if FAST_PATH:
         return _fast_host_func(store, ftype, fn, access_caller)
     return public_host_func(store, ftype, fn, access_caller)

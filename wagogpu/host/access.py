@@ -1,7 +1,7 @@
 """Host-side buffer access: Instance.read_buffer and Instance.write_buffer.
 
 The embedding program reaches a plugin buffer the way the guest's bulk imports do, under the host
-lock and by the same rules (abi.md §2.7-2.10, §4.4-4.7): a read makes the CPU copy current (reading
+lock and by the same rules (docs/design/abi.md §2.7-2.10, §4.4-4.7): a read makes the CPU copy current (reading
 back from the device when only it holds the current contents), a write is a committed CPU write
 (version +1, the device copy stale, the dirty range widened) exactly as setBuffer32 makes one, and a
 buffer whose contents were lost to a device failure answers CONTENTS_LOST until a full write
@@ -137,6 +137,11 @@ def as_elements(buf: Buffer, values: object) -> np.ndarray:
     """
     target = DTYPES[buf.type]
     array = _integers_as_given(values, target)
+    if array.dtype.kind in "SUV":  # bytes or text, whatever the shape: not numbers
+        what = type(values).__name__ if isinstance(values, (bytes, str)) else str(array.dtype)
+        raise BufferAccessError("write_buffer", Status.TYPE_MISMATCH,
+                                f"{what} values cannot be written to a {buf.type.name} buffer"
+                                + (" (for raw bytes, give np.frombuffer(data, dtype))" if what == "bytes" else ""))
     if array.ndim != 1:
         raise ValueError(f"write_buffer: values must be one-dimensional, got shape {array.shape}")
     kind = array.dtype.kind

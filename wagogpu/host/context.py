@@ -26,17 +26,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from .instance import Instance
     from .module import Module
 
-_DISPATCH = "dispatch"
-_CPU_FALLBACK = int(Status.CPU_FALLBACK)
-# Bound once: enum attribute access costs ~0.16 us per read on Python 3.11 (dispatch's hot path).
-_NONE = ReasonCode.NONE
-_REJECTED = KernelClass.REJECTED
+#: The import whose records the log keeps as last_dispatch.
+DISPATCH_IMPORT = "dispatch"
+#: Statuses above this one are failures: the log keeps their records as last_failure.
+LAST_SUCCESS_STATUS = int(Status.CPU_FALLBACK)
 # A kernel computing in f64 on a device without it (gpu.adapters.F64_FEATURES) runs on the CPU.
 F64_REASON = "f64 needs the adapter's shader-f64 feature (and shader-int64)"
 
 
 class OperationLog:
-    """The diagnostics records of one host (abi.md §8): the last non-scalar import, the last
+    """The diagnostics records of one host (docs/design/abi.md §8): the last non-scalar import, the last
     dispatch and the last failed import (both kept across later imports), the transfer totals and
     the legacy run counters."""
 
@@ -54,9 +53,9 @@ class OperationLog:
         self.sequence += 1
         op.sequence = self.sequence
         self.last = op
-        if op.import_name == _DISPATCH:
+        if op.import_name == DISPATCH_IMPORT:
             self.last_dispatch = op
-        if op.status > _CPU_FALLBACK:
+        if op.status > LAST_SUCCESS_STATUS:
             self.last_failure = op
         self.totals.add(op)
 
@@ -92,10 +91,10 @@ class RuntimeContext:
 
     def gpu_decision(self, module: Module, kernel: KernelConfig, plan: KernelPlan,
                      count: int) -> tuple[ReasonCode, str]:
-        """Why a valid dispatch does not go to the GPU (abi.md §2.6 step 8), or (NONE, "")."""
+        """Why a valid dispatch does not go to the GPU (docs/design/abi.md §2.6 step 8), or (NONE, "")."""
         if self.config.disabled:
             return ReasonCode.DISABLED, "GPU disabled"
-        if plan.cls is _REJECTED:
+        if plan.cls is KernelClass.REJECTED:
             return ReasonCode.UNSUPPORTED_KERNEL, plan.reason
         if plan.is_float and not kernel.relaxed_float:
             return ReasonCode.FLOAT_MODE, "float kernel without relaxed_float consent"
@@ -108,4 +107,4 @@ class RuntimeContext:
             return ReasonCode.UNSUPPORTED_KERNEL, F64_REASON
         if not res.usable or kernel.id not in module.dispatch_plans:
             return ReasonCode.NO_DEVICE, res.quarantine_reason or self.device_reason or "no device"
-        return _NONE, ""
+        return ReasonCode.NONE, ""

@@ -28,7 +28,8 @@ import wasmtime
 
 from ..abi.accessor import HOOK_MODULE
 from ..abi.table import ABI_MODULE, LEGACY_MODULE
-from ._wasmtime import host_func
+from ._wasmtime import host_func, value_kinds
+from .public_path import refuse_unpassable, relaying
 
 #: Modules that belong to the plugin: no host function may be defined under them.
 RESERVED_MODULES = frozenset({ABI_MODULE, LEGACY_MODULE, HOOK_MODULE})
@@ -47,9 +48,10 @@ class HostFunction:
 
     def make(self, store: wasmtime.Store) -> wasmtime.Func:
         """The function in one instance's store. With a Caller, wasmtime-py's own Func (the caller
-        is a real wasmtime.Caller); without one, the host's fast crossing (same meaning)."""
+        is a real wasmtime.Caller); without one, the host's fast crossing (same meaning). Either
+        way what it raises comes out of the call on its own thread (relayed per thread)."""
         if self.access_caller:
-            return wasmtime.Func(store, self.type, self.func, access_caller=True)
+            return wasmtime.Func(store, self.type, relaying(self.func), access_caller=True)
         return host_func(store, self.type, self.func)
 
 
@@ -78,6 +80,7 @@ class HostDefinitions:
                 raise TypeError(f"define_func: {what} must be a str, got {type(value).__name__}")
         if not isinstance(ty, wasmtime.FuncType):
             raise TypeError(f"define_func: ty must be a wasmtime.FuncType, got {type(ty).__name__}")
+        refuse_unpassable(f"define_func: {module}::{name}", value_kinds(ty.params), value_kinds(ty.results))
         if not callable(func):
             raise TypeError(f"define_func: func must be callable, got {type(func).__name__}")
         if not isinstance(access_caller, bool):

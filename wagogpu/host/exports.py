@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 import wasmtime
 
 from .engine import Extern
+from .memexports import MEMORY_EXPORT_PREFIX
 
 #: The linker namespace the guest instance is defined under (no guest can import it: the linker
 #: is the instance's own and is done linking when this is defined).
@@ -20,7 +21,8 @@ GUEST_NAMESPACE = "wagogpu:guest"
 
 
 class GuestExports(Mapping[str, Extern]):
-    """The exports of one guest instance, by name; empty once its instance is closed."""
+    """The exports of one guest instance, by name; empty once its instance is closed. The memory
+    exports the host adds (memexports.py) are the host's: `lookup` reaches them, the mapping hides them."""
 
     def __init__(self, linker: wasmtime.Linker, store: wasmtime.Store, guest: wasmtime.Instance,
                  module: wasmtime.Module) -> None:
@@ -32,10 +34,16 @@ class GuestExports(Mapping[str, Extern]):
         self._names: tuple[str, ...] | None = None
 
     def __getitem__(self, name: str) -> Extern:
+        if not isinstance(name, str) or name.startswith(MEMORY_EXPORT_PREFIX):
+            raise KeyError(name)
+        return self.lookup(name)
+
+    def lookup(self, name: str) -> Extern:
+        """Any export, the host's own memory exports included (KeyError when there is none)."""
         found = self._found.get(name)
         if found is not None:
             return found
-        if self._linker is None or not isinstance(name, str):
+        if self._linker is None:
             raise KeyError(name)
         try:
             found = self._linker.get(self._store, GUEST_NAMESPACE, name)
@@ -48,7 +56,7 @@ class GuestExports(Mapping[str, Extern]):
         if self._linker is None:
             return ()
         if self._names is None:
-            self._names = tuple(e.name for e in self._module.exports)
+            self._names = tuple(e.name for e in self._module.exports if not e.name.startswith(MEMORY_EXPORT_PREFIX))
         return self._names
 
     def __iter__(self) -> Iterator[str]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import wasmtime
 
 from ..abi.accessor import accessor_wat
-from ..buffers import Residency, RuntimeBudget, TransferTuning
+from ..buffers import HostTuning, Residency, RuntimeBudget, TransferTuning
 from ..config import Config
 from ..diagnostics import BufferSnapshot, LegacyTiming, RuntimeState, Snapshot
 from ..errors import ConfigError, GpuRequiredError
@@ -28,6 +28,7 @@ from .source import Source
 from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state, settle_pending
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..gpu import DeviceTuning
     from ..gpu.device import GpuDevice
 
 _LIVE_HOSTS: weakref.WeakSet[Host] = weakref.WeakSet()
@@ -42,7 +43,7 @@ def _close_live_hosts() -> None:
         host.close()
 
 
-def open_device(config: Config) -> tuple[GpuDevice | None, str, float]:
+def open_device(config: Config, tuning: DeviceTuning | None = None) -> tuple[GpuDevice | None, str, float]:
     """(device or None, why there is none, seconds opening took); GpuRequiredError under
     require_gpu, ConfigError when Config.adapter or .backend matches no adapter."""
     reason = ""
@@ -63,7 +64,7 @@ def open_device(config: Config) -> tuple[GpuDevice | None, str, float]:
             try:
                 device = GpuDevice.open(power_preference=config.power_preference,
                                         allow_software_adapter=config.allow_software_adapter,
-                                        adapter=config.adapter, backend=config.backend)
+                                        adapter=config.adapter, backend=config.backend, tuning=tuning)
             except AdapterNotFound as exc:
                 raise ConfigError("adapter" if config.adapter is not None else "backend", first_line(exc)) from None
             except Exception as exc:  # GpuUnavailable
@@ -81,20 +82,28 @@ def open_device(config: Config) -> tuple[GpuDevice | None, str, float]:
 class Host:
     """One runtime: engine, optional GPU device, budgets, modules and instances.
 
-    ``tuning`` sets the large-transfer paths (wagogpu.buffers.TransferTuning; None: the defaults).
+    ``tuning``: one wagogpu.buffers.HostTuning (the device's, the pipelined work's and the
+    large-transfer paths' tuning; None: the defaults); a TransferTuning alone stands for
+    HostTuning(transfer=it).
     """
 
-    def __init__(self, config: Config, tuning: TransferTuning | None = None):
+    def __init__(self, config: Config, tuning: HostTuning | TransferTuning | None = None):
         if not isinstance(config, Config):
             raise ConfigError("config", f"expected wagogpu.Config, got {type(config).__name__}")
-        if tuning is not None and not isinstance(tuning, TransferTuning):
-            raise ConfigError("tuning", f"expected wagogpu.buffers.TransferTuning, got {type(tuning).__name__}")
+        if isinstance(tuning, TransferTuning):
+            tuning = HostTuning(transfer=tuning)
+        elif tuning is None:
+            tuning = HostTuning()
+        elif not isinstance(tuning, HostTuning):
+            raise ConfigError("tuning", f"expected wagogpu.buffers.HostTuning (or a TransferTuning), got "
+                                        f"{type(tuning).__name__}")
         self.config = config
+        self.tuning = tuning
         engine = new_engine(epoch=config.call_timeout is not None, fuel=config.fuel is not None)
         accessor = compile_in_background(engine, accessor_wat())  # while the device opens
-        device, reason, seconds = open_device(config)
+        device, reason, seconds = open_device(config, tuning.device)
         budget = RuntimeBudget(config.max_runtime_buffer_bytes)
-        residency = Residency(device, budget, config.profile_stages, tuning)
+        residency = Residency(device, budget, config.profile_stages, tuning.transfer, tuning.pipeline)
         self.context = RuntimeContext(config, engine, accessor(), budget, residency, reason, seconds)
         if config.call_timeout is not None:
             TICKER.watch(engine)  # (unwatched by close)

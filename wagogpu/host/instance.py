@@ -17,7 +17,8 @@ outermost Instance.call returns: deleting it under running Wasm crashes the proc
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from functools import partial
 from typing import Any, Callable
 
@@ -63,6 +64,7 @@ class Instance:
         self.id = next_id()
         self.closed = False
         self._depth = 0  # calls into the guest under way (Instance.call, the start function)
+        self._released = False  # the Store is closed (once, whoever gets there first)
         self._store = wasmtime.Store(ctx.engine)
         self._calls: dict[str, Callable[..., Any]] = {}
         self._exports: GuestExports | None = None
@@ -143,7 +145,7 @@ class Instance:
             return
         self._exports = GuestExports(linker, self._store, guest, self.module.compiled)
         store = self._store
-        self._scope.own_memory = lambda name: own_memory(self.exports.get(name), store)
+        self._scope.own_memory = lambda name: own_memory(self._host_export(name), store)
         self._scope.guest_memory = self._guest_memory_span
 
     @property
@@ -153,20 +155,31 @@ class Instance:
 
     @property
     def exports(self) -> Mapping[str, Extern]:
-        """The guest's exports (wasmtime-py's view, each read on first use), including the host's
-        memory exports; empty once the instance is closed."""
+        """The guest's exports (wasmtime-py's view, each read on first use), without the memory
+        exports the host adds for itself; empty once the instance is closed."""
         return self._exports if self._exports is not None and not self.closed else _NO_EXPORTS
+
+    def _host_export(self, name: str) -> Extern | None:
+        """An export by name, the host's memory exports included (None: none, or the instance closed)."""
+        if self._exports is None or self.closed:
+            return None
+        try:
+            return self._exports.lookup(name)
+        except KeyError:
+            return None
 
     def call(self, name: str, *args: Any) -> Any:
         """Call an exported function: None, one scalar, or a list of results. Integer arguments
         must fit their parameter, signed or unsigned (ValueError otherwise)."""
-        fast = self._calls.get(name)
-        if fast is None:
-            fast = self._resolve(name)
-        if self._limits is not None and not self._depth:  # a re-entry shares the outer call's budget
-            self._limits.arm(self._store)
-        self._depth += 1
+        self._depth += 1  # before anything reaches into the Store (close() defers to it)
         try:
+            if self.closed:  # after the count: a close() from another thread either sees it or is seen here
+                raise ValueError(f"instance {self.id} is closed")
+            fast = self._calls.get(name)
+            if fast is None:
+                fast = self._resolve(name)
+            if self._limits is not None and self._depth == 1:  # a re-entry shares the outer call's budget
+                self._limits.arm(self._store)
             return fast(*args)
         except wasmtime.Trap as exc:
             limited = self._limited(exc, name)
@@ -193,6 +206,7 @@ class Instance:
         self._check_open()
         func = self.exports.get(name)
         if not isinstance(func, wasmtime.Func):
+            self._check_open()  # closed meanwhile (another thread): say so, not 'no such export'
             raise KeyError(f"no exported function {name!r}")
         fast = self._calls[name] = export_call(func, self._store, name)
         return fast
@@ -210,27 +224,42 @@ class Instance:
 
     def _memory(self, index: int) -> wasmtime.Memory | wasmtime.SharedMemory:
         self._check_open()
-        mem = self.exports.get(memory_export_name(index)) if 0 <= index < self.module.memory_count else None
+        mem = self._host_export(memory_export_name(index)) if 0 <= index < self.module.memory_count else None
         if not isinstance(mem, (wasmtime.Memory, wasmtime.SharedMemory)):
             raise IndexError(f"module has no memory {index}")
         return mem
 
     def memory_view(self, memory: int = 0) -> np.ndarray:
-        """Zero-copy uint8 view of a guest memory; invalid after the memory grows."""
+        """Zero-copy uint8 view of a guest memory; invalid after the memory grows or the instance
+        closes (read_memory and write_memory are safe against a close from another thread)."""
         return view_at(*memory_span(self._memory(memory), self._store))
 
     def read_memory(self, offset: int, size: int, memory: int = 0) -> bytes:
-        view = self.memory_view(memory)
-        if offset < 0 or size < 0 or offset + size > view.size:
-            raise IndexError(f"range [{offset}, {offset + size}) outside memory {memory}")
-        return view[offset:offset + size].tobytes()
+        with self._in_store():
+            view = self.memory_view(memory)
+            if offset < 0 or size < 0 or offset + size > view.size:
+                raise IndexError(f"range [{offset}, {offset + size}) outside memory {memory}")
+            return view[offset:offset + size].tobytes()
 
     def write_memory(self, offset: int, data: bytes, memory: int = 0) -> None:
-        view = self.memory_view(memory)
         data = bytes(data)
-        if offset < 0 or offset + len(data) > view.size:
-            raise IndexError(f"range [{offset}, {offset + len(data)}) outside memory {memory}")
-        view[offset:offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        with self._in_store():
+            view = self.memory_view(memory)
+            if offset < 0 or offset + len(data) > view.size:
+                raise IndexError(f"range [{offset}, {offset + len(data)}) outside memory {memory}")
+            view[offset:offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
+
+    @contextmanager
+    def _in_store(self) -> Iterator[None]:
+        """Hold the Store open like a call does (a close() from another thread waits for the end)."""
+        self._depth += 1
+        try:
+            self._check_open()
+            yield
+        finally:
+            self._depth -= 1
+            if self.closed and not self._depth:
+                self._release_store()
 
     # -- the plugin's buffers, from the host (access.py) ----------------------------------------------
     def read_buffer(self, handle: int) -> np.ndarray:
@@ -259,6 +288,11 @@ class Instance:
                 self._release_store()
 
     def _release_store(self) -> None:
+        """Once: close() and the outermost call returning may both get here (threads)."""
+        with self.ctx.lock:
+            if self._released:
+                return
+            self._released = True
         if self._exports is not None:
             self._exports.close()
         self._scope.own_memory = None

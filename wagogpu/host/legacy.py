@@ -1,4 +1,4 @@
-"""The legacy scalar ABI: wago_gpu.run / run_batch over f32 arrays in memory 0 (abi.md §2.16)."""
+"""The legacy scalar ABI: wago_gpu.run / run_batch over f32 arrays in memory 0 (docs/design/abi.md §2.16)."""
 from __future__ import annotations
 
 import time

@@ -1,10 +1,9 @@
-"""createBuffer, createBufferPacked, freeBuffer and bindBuffer (abi.md §2.2-2.5)."""
+"""createBuffer, createBufferPacked, freeBuffer and bindBuffer (docs/design/abi.md §2.2-2.5)."""
 from __future__ import annotations
 
 from ..abi.table import SLOT_COUNT, TYPE_INFO, ElementType, Status, pack_result
 from .calls import U32, Handlers, ImportCall, ImportGroup
 
-_OK = Status.OK  # bound once: enum attribute access costs ~0.16 us per read on Python 3.11
 
 
 class ManagementImports(ImportGroup):
@@ -57,7 +56,7 @@ class ManagementImports(ImportGroup):
         if pending.writes(buf):
             pending.settle(call.deadline)  # a pending output: the device's answer first (freeing always works)
         self.buffers.free(buf, retire=self.ctx.residency.quarantined)
-        return self._finish(call, _OK)
+        return self._finish(call, Status.OK)
 
     def bindBuffer(self, slot: int, handle: int) -> int:
         call = self._enter()
@@ -70,4 +69,4 @@ class ManagementImports(ImportGroup):
         if handle != 0 and self._buffer(handle) is None:
             return self._finish(call, Status.INVALID_HANDLE, reason=self._no_buffer(handle))
         self.buffers.slots[slot] = handle
-        return self._finish(call, _OK)
+        return self._finish(call, Status.OK)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
@@ -33,6 +34,40 @@ class GuestCaller(Protocol):
     def memory(self, name: str) -> GuestMemory | None: ...
 
     def memory_span(self, handle: Any) -> tuple[int, int]: ...
+
+
+class _Relay(threading.local):
+    """The exception a host function raised, on its way out of the call that ran it: one slot per
+    thread (wasmtime-py's own relay is one process-wide global, so under threads an exception came
+    out of whichever call looked first). A call takes it right after the guest returns, on the
+    thread that ran the host function; nested calls take theirs before an outer host function
+    returns, so one slot per thread is enough."""
+
+    exc: BaseException | None = None
+
+
+_RELAY = _Relay()
+
+
+#: The attribute a relayed exception carries: the thread whose host function raised it.
+RELAYED_BY = "_wagogpu_relayed_by"
+
+
+def relay(exc: BaseException) -> None:
+    """Keep the exception a host function raised for the call that ran it (this thread's)."""
+    _RELAY.exc = exc
+    try:
+        setattr(exc, RELAYED_BY, threading.get_ident())
+    except AttributeError:  # pragma: no cover - an exception type without a __dict__
+        pass
+
+
+def take_relayed() -> BaseException | None:
+    """This thread's relayed exception, if a host function raised one during the call (cleared)."""
+    exc = _RELAY.exc
+    if exc is not None:
+        _RELAY.exc = None
+    return exc
 
 
 #: (lowest, highest) value an integer parameter takes: its signed and its unsigned spellings, as
@@ -73,6 +108,20 @@ def check_arguments(name: str, kinds: Sequence[str], args: Sequence[Any]) -> Non
                 raise argument_error(name, kinds, args)
 
 
+#: Value kinds Python cannot hand to or take from a call: wasmtime-py has no v128 values, and its
+#: runtime aborts the whole process on one (a panic, not an exception).
+NO_PYTHON_VALUE = frozenset({"v128"})
+
+
+def refuse_unpassable(what: str, params: Sequence[str], results: Sequence[str]) -> None:
+    """TypeError (one line) when a signature has a value Python cannot pass or receive."""
+    for side, kinds in (("parameter", params), ("result", results)):
+        for i, kind in enumerate(kinds):
+            if kind in NO_PYTHON_VALUE:
+                raise TypeError(f"{what}: {kind} {side} {i + 1} cannot cross to Python (wasmtime-py has no "
+                                f"{kind} values); call it from Wasm, or export a wrapper with scalar values")
+
+
 class PublicCall:
     """Calls one exported function with wasmtime-py's Func.__call__."""
 
@@ -82,14 +131,25 @@ class PublicCall:
         self._func = func
         self._store = store
         self._name = name
-        self._kinds = [str(t) for t in func.type(store).params]
+        self._kinds = [str(t) for t in func.type(store).params]  # export_call refused v128 first
         self._n = len(self._kinds)
 
     def __call__(self, *args: Any) -> Any:
         if len(args) != self._n:
             raise TypeError(f"expected {self._n} arguments, got {len(args)}")
         check_arguments(self._name, self._kinds, args)
-        return self._func(self._store, *args)
+        try:
+            return self._func(self._store, *args)
+        except BaseException as exc:
+            own = take_relayed()  # what this thread's host function raised, not another thread's
+            if own is not None and own is not exc:
+                raise own from None
+            if own is None and getattr(exc, RELAYED_BY, None) not in (None, threading.get_ident()):
+                # wasmtime-py's process-wide slot handed this call another thread's exception in
+                # place of its own trap, whose message it dropped: say so rather than raise theirs.
+                raise wasmtime.Trap("wasm trap (its message was displaced by another thread's host-function "
+                                    "exception in wasmtime-py's process-wide relay)") from None
+            raise
 
 
 class PublicCaller:
@@ -126,10 +186,23 @@ def find_memory(caller: wasmtime.Caller, name: str, handle_of: Callable[[wasmtim
     return GuestMemory(handle_of(found), found.type(caller).is_64, found)
 
 
+def relaying(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn, relaying what it raises per thread (for a function wasmtime-py's own Func calls)."""
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except BaseException as exc:
+            relay(exc)
+            raise
+
+    return call
+
+
 def public_host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Callable[..., Any],
                      access_caller: bool) -> wasmtime.Func:
+    """A host function through wasmtime-py's Func; what it raises is also relayed per thread."""
     if not access_caller:
-        return wasmtime.Func(store, ftype, fn)
+        return wasmtime.Func(store, ftype, relaying(fn))
 
     def with_caller(caller: wasmtime.Caller, *args: Any) -> Any:
         guest = PublicCaller(caller)
@@ -138,7 +211,7 @@ def public_host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Callab
         finally:
             guest.invalidate()
 
-    return wasmtime.Func(store, ftype, with_caller, access_caller=True)
+    return wasmtime.Func(store, ftype, relaying(with_caller), access_caller=True)
 
 
 def public_memory_span(memory: wasmtime.Memory | wasmtime.SharedMemory,

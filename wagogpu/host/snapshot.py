@@ -1,4 +1,4 @@
-"""The snapshots a Host reports (abi.md §8): copied out of the runtime context under its lock."""
+"""The snapshots a Host reports (docs/design/abi.md §8): copied out of the runtime context under its lock."""
 from __future__ import annotations
 
 import time
@@ -48,7 +48,7 @@ def _copy(op: BufferOperation) -> BufferOperation:
 
 
 def buffer_snapshot(ctx: RuntimeContext) -> BufferSnapshot:
-    """State, Last, Totals, kernels and instances of the wago_gpu_v1 runtime (abi.md §8.2-8.5)."""
+    """State, Last, Totals, kernels and instances of the wago_gpu_v1 runtime (docs/design/abi.md §8.2-8.5)."""
     res = ctx.residency
     settle_pending(ctx)
     res.check_loss()
@@ -98,7 +98,7 @@ def kernel_diagnostic(ctx: RuntimeContext, module: Module, k: KernelConfig) -> K
 
 
 def legacy_snapshot(ctx: RuntimeContext) -> Snapshot:
-    """Legacy wago_gpu.run / run_batch diagnostics (abi.md §8.1)."""
+    """Legacy wago_gpu.run / run_batch diagnostics (docs/design/abi.md §8.1)."""
     settle_pending(ctx)
     res = ctx.residency
     log = ctx.log

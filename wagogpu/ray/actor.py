@@ -4,7 +4,7 @@ JobRunner is a plain class (the pool makes it a Ray actor with ``ray.remote``), 
 also runs in-process. It uses wagogpu's public API only: Host, Config, compile, instantiate,
 write_memory, call, read_memory, snapshot and buffer_snapshot.
 
-Quarantine: a GPU failure latches the whole Host (abi.md §4.7: the runtime stays CPU-only, and a new
+Quarantine: a GPU failure latches the whole Host (docs/design/abi.md §4.7: the runtime stays CPU-only, and a new
 runtime is the only way back to the GPU). A job during which the Host became quarantined may have
 seen the failure (a dispatch status 7 or 9, a CONTENTS_LOST trap), so its outcome is discarded and
 the actor replaces the Host: it closes it and opens a new one (from the config, which is told how
