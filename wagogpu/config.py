@@ -38,6 +38,8 @@ DEFAULT_RUN_TIMEOUT = 5.0
 #: The longest run_timeout: deadlines past it overflow the platform's wait timestamps (time_t).
 MAX_RUN_TIMEOUT = 1e6
 POWER_PREFERENCES = ("high-performance", "low-power")
+PLACEMENTS = ("threshold", "measured")
+MAX_CPU_THREADS = 256
 #: The guest limits' ranges (None turns each off): call_timeout in seconds, the counts' lowest value.
 MAX_CALL_TIMEOUT = 1e6
 MAX_GUEST_COUNT = (1 << 63) - 1
@@ -67,6 +69,9 @@ class Config:
     adapter: int | str | None = None  # an index as `wagogpu info` lists them, or a piece of the name
     backend: str | None = None  # "vulkan", "metal", "dx12" or "gl" (any case); None: any
     pipelined: bool = False  # non-trapping dispatches return once recorded; failures surface later
+    cpu_kernels: bool = False  # eligible kernels off the GPU run as compiled Wasm (dispatch answers 0)
+    cpu_threads: int = 0  # threads a CPU kernel's range is split across; 0: one per core
+    placement: str = "threshold"  # "threshold" (min_elements) or "measured" (the predicted faster device)
     # An untrusted guest under the host's control (docs/untrusted.md); None: no limit.
     call_timeout: float | None = None  # seconds per guest call (epoch interruption)
     fuel: int | None = None  # wasmtime fuel each guest call starts with
@@ -79,7 +84,7 @@ class Config:
             raise ConfigError("kernels", "expected a list of KernelConfig")
         object.__setattr__(self, "kernels", tuple(kernels))
         for name in ("relaxed_float", "disabled", "profile_stages", "allow_software_adapter", "require_gpu",
-                     "pipelined"):
+                     "pipelined", "cpu_kernels"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"expected a bool, got {getattr(self, name)!r}")
         if not isinstance(self.kernel_export, str):
@@ -108,6 +113,7 @@ class Config:
         if self.power_preference not in POWER_PREFERENCES:
             raise ConfigError("power_preference", f"expected one of {POWER_PREFERENCES}, got {self.power_preference!r}")
         self._check_adapter()
+        self._check_cpu_kernels()
         self._check_guest_limits()
         if not self.kernels and not self.kernel_export and not self.disabled:
             raise ConfigError("kernels", "configure buffer kernels or a legacy kernel_export "
@@ -165,6 +171,13 @@ class Config:
                 raise ConfigError(name, f"expected None or an integer, got {value!r}")
             if not lowest <= value <= MAX_GUEST_COUNT:
                 raise ConfigError(name, f"expected {lowest} to {MAX_GUEST_COUNT}, got {value}")
+
+    def _check_cpu_kernels(self) -> None:
+        threads = self.cpu_threads
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= MAX_CPU_THREADS:
+            raise ConfigError("cpu_threads", f"expected 0 (one per core) to {MAX_CPU_THREADS} threads, got {threads!r}")
+        if self.placement not in PLACEMENTS:
+            raise ConfigError("placement", f"expected one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
 
     @cached_property
     def _by_id(self) -> dict[int, KernelConfig]:

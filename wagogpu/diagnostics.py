@@ -16,6 +16,7 @@ class Outcome(enum.StrEnum):
     NONE = ""
     OK = "OK"
     GPU = "GPU"
+    CPU = "CPU"  # a CPU kernel (Config.cpu_kernels) ran it and committed its outputs
     CPU_FALLBACK_READY = "CPU_FALLBACK_READY"
     NOOP = "NOOP"
     ERROR = "ERROR"
@@ -194,6 +195,8 @@ class KernelDiagnostic:
     translate: float = 0.0
     pipeline: float = 0.0
     loop_budget: int = 0  # ours: the loop budget its dispatches carry (0: no loop, or none is safe)
+    # ours, placement="measured": per device its samples, fixed_us and ns_per_element; the last decisions
+    placement: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass

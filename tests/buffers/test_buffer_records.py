@@ -80,7 +80,7 @@ def test_a_buffers_record_moves_with_its_memory_when_the_accessor_grows() -> Non
 
 
 def test_closed_sets_read_and_serialise_as_their_names() -> None:
-    assert [str(m) for m in Outcome if m is not Outcome.NONE] == ["OK", "GPU", "CPU_FALLBACK_READY", "NOOP", "ERROR"]
+    assert [str(m) for m in Outcome if m is not Outcome.NONE] == ["OK", "GPU", "CPU", "CPU_FALLBACK_READY", "NOOP", "ERROR"]
     assert ReasonCode.CONTRACT_UNVERIFIED == "CONTRACT_UNVERIFIED" and str(ReasonCode.NONE) == "NONE"
     with Host(Config(kernels=[kernel()], disabled=True)) as host:
         inst = host.instantiate(host.compile(abi_module(kernels=runner_kernel("double", 0, 1, "$x"))))

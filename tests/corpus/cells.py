@@ -53,4 +53,5 @@ CELLS: tuple[Cell, ...] = (
     Cell(Language.AS, "O3", ("-O3",)),
     Cell(Language.AS, "Os", ("-Os",)),
     Cell(Language.GO, "default", ()),
+    Cell(Language.GO, "N-l", ("-gcflags=-N -l",)),  # the main package unoptimised and not inlined
 )

@@ -15,7 +15,7 @@ from .report import REPORT_JSONL, REPORT_MD, check_exports, classify, generate
 from .table import BY_NAME
 from .wasmscan import Kind, Module, local_kinds, parse_module, uses
 
-SIZE_BUDGET = 4 << 20  # the repository travels to the GPU machine under a 64 MiB limit
+SIZE_BUDGET = 6 << 20  # the repository travels to the GPU machine under a 64 MiB limit (each Go level adds 1.9 MB of runtime)
 
 
 def test_report_is_current() -> None:

@@ -11,6 +11,7 @@ Layout of the accessor memory (all little-endian):
   [32]    u32 slots[8]     bound handle per slot, 0 = empty
   [64]    hash[128]        (u32 handle, u32 record) open addressing on handle & 127, 0 = empty
   [1088]  records[64]      32 bytes each, see RECORD_DTYPE
+  [3584]  kernel table[8]  (u32 address, u32 length) per slot, written before a CPU kernel runs
   [4096]  heap             buffer bytes, placed by the buffer layer's heap allocator
 
 RECORD_DTYPE is the one description of a record: the generated Wasm takes its field offsets from
@@ -32,7 +33,10 @@ RECORDS_OFFSET = HASH_OFFSET + 8 * HASH_ENTRIES
 MAX_RECORDS = 64
 RECORD_BYTES = 32
 HEAP_OFFSET = 4096
-assert RECORDS_OFFSET + MAX_RECORDS * RECORD_BYTES <= HEAP_OFFSET
+#: The CPU kernels' slot table (compiler/cpukernel.py): the buffer address and length per slot.
+KERNEL_TABLE_OFFSET = 3584
+assert RECORDS_OFFSET + MAX_RECORDS * RECORD_BYTES <= KERNEL_TABLE_OFFSET
+assert KERNEL_TABLE_OFFSET + 8 * SLOT_COUNT <= HEAP_OFFSET
 
 # Record flags.
 CPU_CURRENT = 1
@@ -327,12 +331,14 @@ def _hook_imports() -> str:
     return "\n".join(rows)
 
 
-def accessor_wat() -> str:
-    """The accessor module's WAT text; compiled once per Host."""
+def accessor_wat(shared_pages: int = 0) -> str:
+    """The accessor module's WAT text; compiled once per Host. `shared_pages`: the memory is a shared
+    one of at most that many pages (CPU kernels on several threads reach it from several stores)."""
+    memory = f"(memory 1 {shared_pages} shared)" if shared_pages else "(memory 1)"
     return f"""(module
 {_gc_types()}
 {_hook_imports()}
-  (import "{HOOK_MODULE}" "memory" (memory 1))
+  (import "{HOOK_MODULE}" "memory" {memory})
   (func (export "getBuffer") (param $s i32) (result i32) (local $h i32)
     (if (i32.load (i32.const {STATE_OFFSET})) (then {_trap(Status.INVALID_STATE)}))
     (if (i32.ge_u (local.get $s) (i32.const {SLOT_COUNT})) (then {_trap(Status.INVALID_BINDING)}))

@@ -110,7 +110,7 @@ class Rescue:
 
 
 class QuarantineLatch:
-    """The runtime's quarantine: latched once for its life (§4.7), with the reason and the report
+    """The runtime's quarantine: latched once for its life (docs/design/abi.md §4.7), with the reason and the report
     of its one read-back. It owns these fields; the residency reads them and hands it the work."""
 
     __slots__ = ("latched", "reason", "report")

@@ -91,7 +91,11 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int], list[Fl
              [switch("--cpu", help="never open a GPU"),
               switch("--require-gpu", help="fail unless every kernel ran on a hardware GPU"),
               switch("--allow-software-adapter", help="let the GPU path run on lavapipe/llvmpipe"), POWER, JSON,
-              ADAPTER, BACKEND]),
+              ADAPTER, BACKEND, switch("--cpu-kernels", help="cpu_kernels=True: eligible kernels off the GPU run "
+                                                               "as compiled Wasm"),
+              (("--placement",), {"choices": ("threshold", "measured"), "default": "threshold",
+                                  "help": "where a dispatch runs: min_elements (threshold) or the predicted faster "
+                                          "device (measured)"})]),
     "bench": ("list or run a benchmark from bench/",
               "Without NAME, list the benchmarks in bench/; with NAME, run python -m bench.NAME with the remaining "
               "arguments (from the source checkout).", cmd_bench,

@@ -79,6 +79,7 @@ def loop_limits_line(limits: dict[str, Any]) -> str:
 def build_report(args: argparse.Namespace) -> dict[str, Any]:
     from .. import __version__
     from ..gpu import list_adapters
+    from ..host.cputhreads import cpu_thread_count
 
     problem = wgpu_problem()
     adapters = [] if problem else list_adapters()
@@ -88,6 +89,7 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
         "adapters": [dict(asdict(a), index=i, timestamp_query="timestamp-query" in a.features, f64_kernels=a.has_f64)
                      for i, a in enumerate(adapters)],
         "choice": {key: choice(adapters, args.power_preference, key != "default", problem) for _, key in SETTINGS},
+        "cpu_threads": cpu_thread_count(0),
     }
     if args.probe:
         report["probe"] = dict(probe(args), allow_software_adapter=args.allow_software_adapter,
@@ -115,6 +117,8 @@ def print_adapter(index: int, a: dict[str, Any], verbose: bool) -> None:
 def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"wagogpu {report['wagogpu']} (wasmtime {report['wasmtime']}, wgpu {report['wgpu']}, "
           f"numpy {report['numpy']})")
+    print(f"CPU threads: {report['cpu_threads']} (Config(cpu_kernels=True, cpu_threads=0) splits a CPU kernel's "
+          "range across this many)")
     if report["wgpu_problem"]:
         print(report["wgpu_problem"])
     adapters = report["adapters"]

@@ -21,7 +21,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise UsageError("--require-gpu cannot be combined with --cpu")
     try:
         report = run_demo(args.cpu, args.require_gpu, args.allow_software_adapter, args.power_preference,
-                          args.adapter, args.backend)
+                          args.adapter, args.backend, args.cpu_kernels, args.placement)
     except GpuRequiredError as exc:
         raise Failure(str(exc)) from exc
     except ConfigError as exc:

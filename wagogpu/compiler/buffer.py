@@ -10,6 +10,7 @@ from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
 from .bindings import binding_facts
+from .golang import specialize
 from .lower import lower_body
 from .ops import helper_text
 from .wgsl import assemble
@@ -92,6 +93,7 @@ def select_body(module: DecodedModule, kernel: KernelConfig) -> tuple[int, int]:
 def lower_kernel(module: DecodedModule, kernel: KernelConfig, grid_2d: bool = True) -> LoweredKernel:
     """Lower a validated kernel config against a decoded module; raises CompileError."""
     start, end = select_body(module, kernel)
+    module, start, end = specialize(module, start, end)  # a Go kernel: its trace (golang.py)
     facts = binding_facts(kernel.bindings)
     body = lower_body(module, start, end, facts, kernel.strict_float)
     if body.memory >= 0:  # loads always can raise the error word: the snapshot binds after it

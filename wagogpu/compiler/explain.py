@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..abi.kernel import KernelConfig
 from . import reader as lim
 from .buffer import lower_kernel, select_body, validate_kernel
+from .golang import go_blockers, is_go_kernel
 from .contract import CompileError
 from .decoder import DecodedModule, decode_module
 from .names import NameKind, described
@@ -30,6 +31,7 @@ class BlockerKind(enum.Enum):
     INSTRUCTION = "instruction outside the GPU subset"
     RECURSION = "recursive call"
     UNREADABLE = "body the scan could not read"
+    GO_PATH = "Go path that raises the error word"  # a traced Go path the GPU leaves to the CPU runner
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,8 @@ def explain_kernel(source: bytes, kernel: KernelConfig) -> list[Blocker]:
     except CompileError as e:
         first = Blocker(BlockerKind.FIRST, _failing_opcode(e), -1, -1, in_words(e))
     start, _end = select_body(module, kernel)
+    if is_go_kernel(module, start, _end):  # the trace's reasons, in Go's terms (golang.py)
+        return [first, *(Blocker(BlockerKind.GO_PATH, "", -1, -1, why) for why in go_blockers(module, start, _end))]
     kernel_function = len(module.func_imports) + module.bodies.index((start, _end))
     return [first, *_scan(module, kernel_function)]
 

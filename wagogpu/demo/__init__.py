@@ -21,7 +21,10 @@ from importlib import resources
 
 from ..abi.table import Access, ElementType, Status
 from ..config import BindingConfig, Config, KernelConfig
+from ..diagnostics import ReasonCode
 from ..host import Host, Module
+from ..host.cputhreads import cpu_thread_count
+from ..host.placement import Placement, Where, place
 
 EXPECTED = (3.0, 5.0, 7.0, 9.0)  # start and buffers: A = 2*[1, 2, 3, 4] + 1
 COUNT = 4  # elements every demo dispatch covers
@@ -51,11 +54,12 @@ class KernelRun:
     forced_cpu: bool = False  # the job pushes this kernel to the CPU on purpose
     dispatch_ms: float | None = None  # buffer_snapshot().last.total, where the record was still there
     pipeline_ms: float | None = None  # building this module's GPU pipeline for the kernel (compile time)
+    outcome: str = "GPU"  # of a status 0: GPU, or CPU (a CPU kernel ran it, Config.cpu_kernels)
 
     @property
     def path(self) -> str:
         if self.status == Status.OK:
-            return "GPU"
+            return "CPU kernel (compiled Wasm)" if self.outcome == "CPU" else "GPU"
         if self.status == Status.CPU_FALLBACK:
             return f"CPU fallback ({self.reason_code}: {self.reason})"
         return f"error {_status_name(self.status)}"
@@ -79,6 +83,7 @@ class DemoReport:
     device_init_ms: float
     require_gpu: bool
     jobs: list[Job] = field(default_factory=list)
+    mode: str = ""  # CPU kernels and placement: "cpu_kernels off", or on with threads and placement
 
     @property
     def problems(self) -> list[str]:
@@ -100,31 +105,21 @@ def _status_name(status: int) -> str:
         return f"status {status}"
 
 
-def _fallback_reason(host: Host, module: Module, k: KernelConfig) -> tuple[str, str]:
-    """(reason code, reason) for a dispatch the guest saw return 1, once the record itself is gone.
-
-    Follows the host's decision order with its public diagnostics: disabled, the kernel itself
-    (outside the GPU subset or without float consent), the min_elements threshold, a failed
-    pipeline, no device.
-    """
-    snap = host.buffer_snapshot()
-    if snap.state == "DISABLED":
-        return "DISABLED", "GPU disabled"
-    diag = next((d for d in snap.kernels if d.module == module.id and d.kernel_id == k.id), None)
-    if diag is not None and diag.state == "CPU_ONLY" and diag.reason and diag.reason != snap.reason:
-        floats = not k.relaxed_float and "relaxed_float" in diag.reason
-        return ("FLOAT_MODE" if floats else "UNSUPPORTED_KERNEL"), diag.reason
-    if COUNT < k.min_elements:
-        return "BELOW_THRESHOLD", f"count {COUNT} below min_elements {k.min_elements}"
-    if diag is not None and diag.state == "PIPELINE_FAILED":
-        return "PIPELINE_FAILURE", diag.reason
-    return "NO_DEVICE", snap.reason or host.device_reason or "no device"
+def _placement(host: Host, module: Module, k: KernelConfig) -> Placement:
+    """Where the host placed a dispatch of COUNT elements of k (the dispatch path's own decision,
+    host.placement.place), once the guest's dispatch record itself is gone."""
+    plan = module.contract.kernels.get(k.id)
+    if plan is None:
+        return Placement(Where.GUEST, ReasonCode.CONTRACT_UNVERIFIED, module.contract.reason)
+    return place(host.context, module, k, plan, COUNT)
 
 
 def _kernel_run(host: Host, module: Module, k: KernelConfig, status: int) -> KernelRun:
-    run = KernelRun(k.id, _kernel_name(k.id), status, pipeline_ms=_pipeline_ms(host, module, k))
+    placed = _placement(host, module, k)
+    run = KernelRun(k.id, _kernel_name(k.id), status, pipeline_ms=_pipeline_ms(host, module, k),
+                    outcome="CPU" if placed.where is Where.CPU else "GPU")
     if status == Status.CPU_FALLBACK:
-        run.reason_code, run.reason = _fallback_reason(host, module, k)
+        run.reason_code, run.reason = str(placed.reason_code), placed.reason
     return run
 
 
@@ -176,7 +171,7 @@ def buffers_job(host: Host, kernels: list[KernelConfig], name: str = "buffers") 
             break
         runs.append(KernelRun(k.id, _kernel_name(k.id), last.status, last.reason_code, last.reason,
                               forced_cpu=k.min_elements > COUNT, dispatch_ms=last.total * 1e3,
-                              pipeline_ms=_pipeline_ms(host, module, k)))
+                              pipeline_ms=_pipeline_ms(host, module, k), outcome=str(last.outcome)))
     if not problem:
         status = inst.call("finish")
         if status:
@@ -223,16 +218,17 @@ def _floats(values: tuple[float, ...]) -> str:
 
 def run_demo(cpu: bool = False, require_gpu: bool = False, allow_software_adapter: bool = False,
              power_preference: str = "high-performance", adapter: int | str | None = None,
-             backend: str | None = None) -> DemoReport:
+             backend: str | None = None, cpu_kernels: bool = False, placement: str = "threshold") -> DemoReport:
     """Run every demo job; raises wagogpu.GpuRequiredError when require_gpu finds no hardware GPU and
     ConfigError when adapter or backend matches no adapter."""
     settings = Config(kernels=(kernel(1), kernel(2)), disabled=cpu, require_gpu=require_gpu,
                       allow_software_adapter=allow_software_adapter, power_preference=power_preference,
-                      adapter=adapter, backend=backend)
+                      adapter=adapter, backend=backend, cpu_kernels=cpu_kernels, placement=placement)
     kernels = list(settings.kernels)
     with Host(settings) as host:
         snap = host.buffer_snapshot()
-        report = DemoReport(snap.device, snap.state, snap.reason, snap.device_init * 1e3, require_gpu)
+        report = DemoReport(snap.device, snap.state, snap.reason, snap.device_init * 1e3, require_gpu,
+                            mode=_mode(settings))
         report.jobs.append(start_job(host, kernels))
         report.jobs.append(buffers_job(host, kernels))
         report.jobs.append(compiled_job(host, "Zig", "double.wasm", kernels[0]))
@@ -241,6 +237,13 @@ def run_demo(cpu: bool = False, require_gpu: bool = False, allow_software_adapte
     with Host(settings.with_changes(kernels=tuple(forced))) as host:
         report.jobs.insert(2, buffers_job(host, forced, "buffers, kernel 2 forced to CPU"))
     return report
+
+
+def _mode(config: Config) -> str:
+    if not config.cpu_kernels:
+        return "CPU kernels off: below the GPU the guests' own runners answer (status 1)"
+    return (f"CPU kernels on ({cpu_thread_count(config.cpu_threads)} threads), placement {config.placement}: "
+            "eligible kernels off the GPU run as compiled Wasm (status 0)")
 
 
 def _ms(value: float) -> str:
@@ -253,7 +256,11 @@ def report_lines(report: DemoReport) -> list[str]:
         lines = [f"device: {report.device} ({report.state}), opened in {_ms(report.device_init_ms)}"]
     else:
         lines = [f"device: none ({report.state}: {report.reason})",
-                 "every dispatch answers 1 (CPU fallback): the guests run their own CPU runners"]
+                 "every dispatch answers 1 (CPU fallback): the guests run their own CPU runners"
+                 if not report.mode.startswith("CPU kernels on") else
+                 "every eligible dispatch runs as a CPU kernel (status 0); the others answer 1"]
+    if report.mode:
+        lines.append(f"mode: {report.mode}")
     for job in report.jobs:
         lines.append("")
         lines.append(f"{job.name}: {'ok' if job.ok else 'FAILED'} ({job.guest}; {_ms(job.wall_ms)} wall clock for "
@@ -274,7 +281,10 @@ def report_lines(report: DemoReport) -> list[str]:
     if problems:
         lines += [f"demo FAILED: {p}" for p in problems]
     else:
-        gpu = sum(k.status == 0 for j in report.jobs for k in j.kernels)
-        cpu = sum(k.status == 1 for j in report.jobs for k in j.kernels)
-        lines.append(f"demo ok: {len(report.jobs)} jobs verified; {gpu} kernel runs on the GPU, {cpu} on the CPU")
+        runs = [k for j in report.jobs for k in j.kernels]
+        gpu = sum(k.status == 0 and k.outcome != "CPU" for k in runs)
+        compiled = sum(k.status == 0 and k.outcome == "CPU" for k in runs)
+        cpu = sum(k.status == 1 for k in runs)
+        kernels = f", {compiled} as CPU kernels" if compiled else ""
+        lines.append(f"demo ok: {len(report.jobs)} jobs verified; {gpu} kernel runs on the GPU{kernels}, {cpu} on the CPU")
     return lines

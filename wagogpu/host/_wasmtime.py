@@ -32,7 +32,7 @@ from .public_path import (INT_RANGES, GuestCaller, GuestMemory, PublicCall, argu
 TESTED_MAJOR = 50
 PUBLIC_ENV = "WAGOGPU_PUBLIC_WASMTIME"
 
-__all__ = ["FAST_PATH", "PATH_NOTE", "GuestCaller", "GuestMemory", "export_call", "host_func", "memory_span",
+__all__ = ["FAST_PATH", "PATH_NOTE", "GuestCaller", "GuestMemory", "SharedMemory", "export_call", "host_func", "memory_span",
            "own_memory", "value_kinds"]
 
 
@@ -405,3 +405,15 @@ def own_memory(found: object, store: wasmtime.Store) -> GuestMemory | None:
         return None
     handle = _memory_handle(found) if FAST_PATH else found
     return GuestMemory(handle, found.type(store).is_64, found)
+
+
+class SharedMemory(wasmtime.SharedMemory):
+    """A shared memory that can be imported: wasmtime-py 50's own SharedMemory wraps its pointer
+    once too often when handed to an instance as an import (a ctypes TypeError); this passes the
+    pointer as wasmtime's C API expects."""
+
+    def _as_extern(self) -> Raw:
+        from wasmtime import _ffi as wffi  # the same private bindings wasmtime-py builds externs with
+
+        union = wffi.wasmtime_extern_union(sharedmemory=self.ptr())
+        return wffi.wasmtime_extern_t(wffi.WASMTIME_EXTERN_SHAREDMEMORY, union)

@@ -93,6 +93,8 @@ class ImportScope:
         return found
     # (address, bytes) of guest memory i now, or None before the guest's exports exist (Instance sets it)
     guest_memory: Callable[[int], tuple[int, int] | None] | None = None
+    # The instance's CPU kernels (cpukernels.CpuKernelRunner) when Config.cpu_kernels; Instance sets it
+    cpu_kernels: Any = None
 
 
 Handlers = dict[str, tuple[Callable[..., Any], bool]]  # import name -> (function, takes the caller)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import wasmtime
 
@@ -18,6 +18,7 @@ from ..buffers import BufferLimits, Dispatcher, Residency, RuntimeBudget
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import Config, KernelConfig
 from ..diagnostics import BufferOperation, LegacyTiming, ReasonCode, TransferCounters
+from .costmodel import CostModels
 from .definitions import HostDefinitions
 from .guest_limits import GuestLimits
 
@@ -77,6 +78,8 @@ class RuntimeContext:
     modules: list[Module] = field(default_factory=list)
     definitions: HostDefinitions = field(default_factory=HostDefinitions)  # Host.define_func
     stopped: bool = False
+    cpu_pool: Any = None  # cputhreads.WorkerPool, made on the first CPU kernel run on several threads
+    costs: CostModels = field(default_factory=CostModels)  # placement="measured"'s models (costmodel.py)
 
     def __post_init__(self) -> None:
         cfg = self.config

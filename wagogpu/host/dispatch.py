@@ -11,8 +11,11 @@ from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
 from .calls import U32, Handlers, ImportCall, ImportGroup, ImportScope
+from .cpukernels import compiled_cpu_kernel
+from .placement import MEASURED, Where, observe, place
 
-
+# A kernel the GPU ran and found trapping traps on the CPU too: straight to the guest's runner.
+KERNEL_ERRORS = frozenset((ReasonCode.KERNEL_TRAP, ReasonCode.LOOP_BUDGET, ReasonCode.INDEX_RANGE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,7 @@ class KernelEntry:
     dispatch_plan: DispatchPlan | None  # None: no pipeline for it on this device
     gpu_ready: bool  # every fixed GPU check passes: only min_elements and the device's state remain
     min_elements: int
+    measured: bool = False  # Config.placement == "measured" and a CPU kernel may run it: ask place() always
 
 
 Checked = tuple[KernelEntry, dict[int, Buffer]]
@@ -65,19 +69,25 @@ class DispatchImport(ImportGroup):
             return self._finish(call, Status.CANCELLED)
         ctx = self.ctx
         dispatch_plan = entry.dispatch_plan
-        if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable:
-            reason_code, reason = ReasonCode.NONE, ""  # what gpu_decision answers once the fixed checks passed
+        if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable and not entry.measured:
+            where, reason_code, reason = Where.GPU, ReasonCode.NONE, ""  # what place() answers once the fixed checks passed
         else:
-            reason_code, reason = ctx.gpu_decision(self.module, entry.kernel, entry.plan, count)
-        if reason_code is ReasonCode.NONE and dispatch_plan is not None:
+            placed = place(ctx, self.module, entry.kernel, entry.plan, count, bound)
+            where, reason_code, reason = placed.where, placed.reason_code, placed.reason
+        if where is Where.GPU and dispatch_plan is not None:
             memory = dispatch_plan.memory
             span = self.scope.guest_memory(memory) if memory >= 0 and self.scope.guest_memory else None
             result = ctx.dispatcher.run(self.buffers, dispatch_plan, bound, count, call.deadline, call.op, span)
             if result.end is DispatchEnd.PUBLISHED:
-                return self._finish(call, Status.OK, outcome=Outcome.GPU)
+                status = self._finish(call, Status.OK, outcome=Outcome.GPU)
+                if entry.measured:
+                    observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op.total)
+                return status
             if result.end is DispatchEnd.REFUSED:
                 return self._finish(call, result.status)
             reason_code, reason = result.reason_code, result.reason
+        if self.scope.cpu_kernels is not None and reason_code not in KERNEL_ERRORS:
+            return self._cpu_kernel(call, entry, bound, count, reason_code, reason)
         return self._fall_back(call, entry.kernel, bound, reason_code, reason)
 
     def _validate(self, call: ImportCall, kernel_id: int, count: int) -> Checked | int:
@@ -129,7 +139,8 @@ class DispatchImport(ImportGroup):
             return self._finish(call, Status.INVALID_KERNEL, reason_code=ReasonCode.CONTRACT_ERROR, reason=plan.reason)
         entry = self._entries[kernel_id] = KernelEntry(
             kernel, plan, tuple((b.slot, int(b.type)) for b in kernel.bindings), self.module.dispatch_plans.get(kernel_id),
-            self._gpu_ready(kernel, plan), kernel.min_elements)
+            self._gpu_ready(kernel, plan), kernel.min_elements,
+            self.ctx.config.placement == MEASURED and self.scope.cpu_kernels is not None)
         return entry
 
     def _gpu_ready(self, kernel: KernelConfig, plan: KernelPlan) -> bool:
@@ -144,6 +155,13 @@ class DispatchImport(ImportGroup):
     def _fall_back(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer],
                    reason_code: ReasonCode, reason: str) -> int:
         """Status 1: the guest's CPU runner reads every bound buffer, so each becomes CPU-current."""
+        status = self._cpu_current(call, kernel, bound, reason)
+        if status >= 0:
+            return status
+        return self._finish(call, Status.CPU_FALLBACK, reason_code=reason_code, reason=reason)
+
+    def _cpu_current(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer], reason: str) -> int:
+        """Every bound buffer CPU-current: -1, or the finished call's status (a failure, cancelled)."""
         op = call.op
         make_cpu_current = self.ctx.residency.make_cpu_current
         for b in kernel.bindings:
@@ -152,4 +170,29 @@ class DispatchImport(ImportGroup):
                 return self._finish(call, status, reason=reason)
         if call.cancelled():
             return self._finish(call, Status.CANCELLED)
-        return self._finish(call, Status.CPU_FALLBACK, reason_code=reason_code, reason=reason)
+        return -1
+
+    def _cpu_kernel(self, call: ImportCall, entry: KernelEntry, bound: dict[int, Buffer], count: int,
+                    reason_code: ReasonCode, reason: str) -> int:
+        """Config.cpu_kernels: the kernel's CPU module runs it (status 0, outcome CPU); one that traps
+        publishes nothing and answers 1 (KERNEL_TRAP); a kernel without one answers 1 as before."""
+        compiled = compiled_cpu_kernel(self.module, entry.kernel, entry.plan)
+        if not isinstance(compiled, str) and self.scope.guest_memory is None and (
+                compiled.record.guest_memory >= 0 or compiled.record.stack_pointer >= 0):
+            compiled = "it reads guest memory, which the start function's imports cannot reach yet"
+        if isinstance(compiled, str):  # outside the subset, or a construct the CPU backend does not carry
+            if entry.plan.cls is KernelClass.REJECTED or reason_code is ReasonCode.NONE:
+                return self._fall_back(call, entry.kernel, bound, ReasonCode.UNSUPPORTED_KERNEL, compiled)
+            return self._fall_back(call, entry.kernel, bound, reason_code, f"{reason}; no CPU kernel: {compiled}")
+        status = self._cpu_current(call, entry.kernel, bound, reason)
+        if status >= 0:
+            return status
+        result = self.scope.cpu_kernels.run(compiled, self.buffers, bound, count)
+        call.op.compute = result.seconds
+        if result.trapped:
+            return self._finish(call, Status.CPU_FALLBACK, reason_code=ReasonCode.KERNEL_TRAP,
+                                reason=f"the CPU kernel trapped ({result.trapped}); nothing was committed")
+        status = self._finish(call, Status.OK, outcome=Outcome.CPU)
+        if entry.measured:
+            observe(self.ctx, self.module, entry.kernel.id, Where.CPU, count, call.op.total)
+        return status

@@ -20,6 +20,7 @@ from ..config import Config
 from ..diagnostics import BufferSnapshot, LegacyTiming, RuntimeState, Snapshot
 from ..errors import ConfigError, GpuRequiredError
 from .context import RuntimeContext
+from .cputhreads import SHARED_PAGES, threaded
 from .engine import compile_in_background, first_line, new_engine
 from .guest_limits import TICKER
 from .instance import Instance, next_id
@@ -100,7 +101,8 @@ class Host:
         self.config = config
         self.tuning = tuning
         engine = new_engine(epoch=config.call_timeout is not None, fuel=config.fuel is not None)
-        accessor = compile_in_background(engine, accessor_wat())  # while the device opens
+        shared = SHARED_PAGES if threaded(config) else 0  # CPU kernels on threads share the accessor memory
+        accessor = compile_in_background(engine, accessor_wat(shared))  # while the device opens
         device, reason, seconds = open_device(config, tuning.device)
         budget = RuntimeBudget(config.max_runtime_buffer_bytes)
         residency = Residency(device, budget, config.profile_stages, tuning.transfer, tuning.pipeline)
@@ -207,6 +209,8 @@ class Host:
                 buffers.close()
             ctx.budget.v1_bytes = 0
             ctx.budget.legacy_bytes = 0
+            if ctx.cpu_pool is not None:
+                ctx.cpu_pool.close()
 
     def __enter__(self) -> Host:
         return self

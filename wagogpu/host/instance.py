@@ -29,7 +29,7 @@ from ..abi import accessor as acc
 from ..abi.table import ABI_MODULE, GC_IMPORTS, IMPORTS, LEGACY_IMPORTS, LEGACY_MODULE, SCALAR_IMPORTS
 from ..buffers import AccessorMemory, InstanceBuffers, view_at
 from ..errors import ModuleError
-from ._wasmtime import export_call, host_func, memory_span, own_memory
+from ._wasmtime import SharedMemory, export_call, host_func, memory_span, own_memory
 from .access import BufferAccess
 from .calls import Handlers, ImportScope, guarded
 from .context import RuntimeContext
@@ -38,8 +38,10 @@ from .engine import Extern, first_line, functype
 from .exports import GuestExports
 from .hooks import AccessorHooks
 from .legacy import LegacyRunner
+from .cpukernels import CpuKernelRunner
+from .cputhreads import SHARED_PAGES, threaded
 from .management import ManagementImports
-from .memexports import memory_export_name
+from .memexports import global_export_name, memory_export_name
 from .module import Module
 from .transfers import TransferImports
 from .wasi import set_wasi
@@ -73,12 +75,14 @@ class Instance:
         except BaseException:
             self._store.close()
             raise
-        memory = wasmtime.Memory(self._store, wasmtime.MemoryType(wasmtime.Limits(ACCESSOR_PAGES, None)))
+        memory = self._accessor_memory = self._new_accessor_memory()
         limits = ctx.guest_limits
         self._limits = limits if limits.per_call else None
         if limits.stores_limited:  # (after the accessor memory: it is the host's, not the guest's)
             limits.restrict(self._store)
-        grow = limits.host_grow(self._store, partial(memory.grow, self._store))
+        grow: Callable[[int], object] = memory.grow  # a shared memory is the engine's: outside the store limits
+        if not isinstance(memory, wasmtime.SharedMemory):
+            grow = limits.host_grow(self._store, partial(memory.grow, self._store))
         self.buffers = InstanceBuffers(
             self.id, AccessorMemory(partial(memory_span, memory, self._store), grow),
             ctx.budget, ctx.limits, ctx.residency)
@@ -91,11 +95,23 @@ class Instance:
         accessor = self._accessor_instance(scope, hooks, memory)
         linker = self._linker(scope, accessor.exports(self._store), handlers, LegacyRunner(scope).handlers(),
                               with_wasi)
+        if ctx.config.cpu_kernels:  # from the start function on; guest-memory kernels once exports exist
+            scope.cpu_kernels = CpuKernelRunner(ctx, self._store, memory, self._memory,
+                                                lambda index: self.exports.get(global_export_name(index)),
+                                                lambda name: accessor.exports(self._store)[name])
         with ctx.lock:
             ctx.instances[self.id] = self
         self._instantiate(linker)
 
-    def _accessor_instance(self, scope: ImportScope, hooks: AccessorHooks, memory: wasmtime.Memory) -> wasmtime.Instance:
+    def _new_accessor_memory(self) -> wasmtime.Memory | wasmtime.SharedMemory:
+        """The accessor memory: shared when CPU kernels run on several threads (cputhreads.py)."""
+        if threaded(self.ctx.config):
+            return SharedMemory(self.ctx.engine, wasmtime.MemoryType(
+                wasmtime.Limits(ACCESSOR_PAGES, SHARED_PAGES), shared=True))
+        return wasmtime.Memory(self._store, wasmtime.MemoryType(wasmtime.Limits(ACCESSOR_PAGES, None)))
+
+    def _accessor_instance(self, scope: ImportScope, hooks: AccessorHooks,
+                           memory: wasmtime.Memory | wasmtime.SharedMemory) -> wasmtime.Instance:
         """The accessor module, its hooks served by this instance's groups (in its import order)."""
         fns = {"trap": hooks.trap, **{name: guarded(scope, name, fn) for name, (fn, _) in hooks.handlers().items()}}
         externs: list[Extern] = [host_func(self._store, functype(*acc.HOOK_SIGNATURES[name]), fns[name])

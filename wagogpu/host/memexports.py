@@ -10,26 +10,15 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..compiler.reader import Reader, ReaderError
+from ..compiler.wasmencode import uleb as uleb128
 
 MEMORY_EXPORT_PREFIX = "wagogpu:memory:"
+GLOBAL_EXPORT_PREFIX = "wagogpu:global:"
 _HEADER = b"\0asm\x01\0\0\0"
 _EXPORT_SECTION = 7
 _MEMORY_SECTION = 5
 # Section ids that come before the export section in the standard order (tag 13 sits after memory).
 _BEFORE_EXPORT = {1, 2, 3, 4, 5, 13, 6}
-
-
-def uleb128(value: int) -> bytes:
-    """Unsigned LEB128 encoding of a non-negative integer."""
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def memory_export_name(index: int) -> str:
@@ -58,13 +47,20 @@ def _export_section(existing: int, entries: bytes, extra: bytes, added: int) -> 
     return bytes([_EXPORT_SECTION]) + uleb128(len(payload)) + payload
 
 
-def add_memory_exports(wasm: bytes, memory_count: int) -> bytes:
-    """The module with exports memory_export_name(i) for i < memory_count; ValueError if unparsable."""
-    if memory_count == 0:
+def global_export_name(index: int) -> str:
+    return f"{GLOBAL_EXPORT_PREFIX}{index}"
+
+
+def add_memory_exports(wasm: bytes, memory_count: int, globals_: tuple[int, ...] = ()) -> bytes:
+    """The module with exports memory_export_name(i) for i < memory_count, and global_export_name(g)
+    for each g in globals_ (CPU kernels reach a shadow-stack pointer so); ValueError if unparsable."""
+    if memory_count == 0 and not globals_:
         return wasm
     extra = b"".join(
         uleb128(len(name := memory_export_name(i).encode())) + name + b"\x02" + uleb128(i)
-        for i in range(memory_count))
+        for i in range(memory_count)) + b"".join(
+        uleb128(len(name := global_export_name(g).encode())) + name + b"\x03" + uleb128(g) for g in globals_)
+    memory_count += len(globals_)  # the count of exports added
     out = bytearray(_HEADER)
     inserted = False
     for sid, start, body, end in _sections(wasm):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 import wasmtime
 
 from ..buffers import DispatchPlan
 from ..compiler.contract import KernelClass, ModuleContract
+from ..compiler.cpukernel import mutable_i32_globals
 from ..errors import ModuleError
 from ..gpu import ComputePipeline
 from .context import RuntimeContext
@@ -36,6 +38,8 @@ class Module:
     legacy_pipeline: ComputePipeline | None = None
     legacy_reason: str = ""
     closed: bool = False
+    # kernel ID -> its compiled CPU kernel, or why it has none (host/cpukernels.py; built on first use)
+    cpu_kernels: dict[int, Any] = field(default_factory=dict)
 
     def close(self) -> None:
         """Modules hold no device memory of their own; live instances keep working."""
@@ -57,7 +61,8 @@ def build_module(ctx: RuntimeContext, module_id: int, source: Source) -> Module:
         contract = ModuleContract(verified=False, reason="no buffer kernels configured")
     memory_count = len(contract.memories) if contract.verified else _count_memories(ctx.engine, wasm)
     try:
-        compiled = wasmtime.Module(ctx.engine, add_memory_exports(wasm, memory_count))
+        globals_ = mutable_i32_globals(wasm) if cfg.cpu_kernels and contract.verified else ()
+        compiled = wasmtime.Module(ctx.engine, add_memory_exports(wasm, memory_count, globals_))
     except ValueError:
         compiled = _compile_plain(ctx.engine, wasm)
     except wasmtime.WasmtimeError as exc:

@@ -94,6 +94,9 @@ def kernel_diagnostic(ctx: RuntimeContext, module: Module, k: KernelConfig) -> K
     else:
         d.state = KernelState.CPU_ONLY
         d.reason = plan.reason or ctx.gpu_decision(module, k, plan, 1 << 32)[1]
+    model = ctx.costs.kernels.get((module.id, k.id))
+    if model is not None:
+        d.placement = model.report()
     return d
 
 

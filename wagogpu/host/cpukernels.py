@@ -1,0 +1,161 @@
+"""CPU kernels on the host (Config.cpu_kernels): the compiler's CPU module of a kernel
+(compiler/cpukernel.py), compiled once per guest module and instantiated once per guest instance
+in the instance's own store, over its accessor memory (and the guest memory its loads read).
+
+The GPU's dispatch contract holds here too: a kernel that may trap gets a copy of every written
+buffer's first `count` elements before it runs, put back when it traps, so a trap publishes
+nothing; a run that finishes marks each written buffer written on the CPU (version + 1, the GPU
+copy stale) as one committed write.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import wasmtime
+
+from ..buffers import Buffer, InstanceBuffers
+from ..compiler.contract import CompileError, KernelClass, KernelPlan
+from ..compiler.cpukernel import (BUFFER_MEMORY, F16_IMPORTS, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, STACK_POINTER,
+                                  CpuKernelModule, cpu_kernel_module)
+from ..config import KernelConfig
+from ._wasmtime import export_call
+from .context import RuntimeContext
+from .cputhreads import SHARED_PAGES, WorkerStores, cpu_thread_count, host_pool, pieces, run_piece, threaded
+from .engine import first_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .module import Module
+
+_ELIGIBLE = KernelClass.ELIGIBLE
+_TABLE_DTYPE = np.dtype("<u4")
+
+
+@dataclass(frozen=True)
+class CompiledCpuKernel:
+    """A kernel's CPU module, compiled by the host's engine."""
+
+    record: CpuKernelModule
+    compiled: wasmtime.Module
+    compile_seconds: float
+
+
+def compiled_cpu_kernel(module: Module, kernel: KernelConfig, plan: KernelPlan) -> CompiledCpuKernel | str:
+    """The kernel's compiled CPU module, or why it has none; built on first use, kept per module."""
+    found = module.cpu_kernels.get(kernel.id)
+    if found is not None:
+        return found
+    made: CompiledCpuKernel | str
+    if plan.cls is not _ELIGIBLE:
+        made = plan.reason or "the kernel is outside the GPU subset"
+    else:
+        started = time.perf_counter()
+        try:
+            shared = SHARED_PAGES if threaded(module.ctx.config) else 0
+            record = cpu_kernel_module(module.wasm, kernel, plan, shared)
+            made = CompiledCpuKernel(record, wasmtime.Module(module.ctx.engine, record.wasm),
+                                     time.perf_counter() - started)
+        except CompileError as exc:
+            made = exc.message
+        except wasmtime.WasmtimeError as exc:  # a backend bug: the guest's runner stays correct
+            made = f"CPU kernel did not compile: {first_line(exc)}"
+    module.cpu_kernels[kernel.id] = made
+    return made
+
+
+@dataclass(frozen=True)
+class CpuRunResult:
+    trapped: str  # "" when the kernel ran to the end, else the trap's first line
+    seconds: float
+
+
+class CpuKernelRunner:
+    """One guest instance's CPU kernels: an instance of each kernel's CPU module in its store, and
+    in each worker store when they run on several threads (cputhreads.py)."""
+
+    def __init__(self, ctx: RuntimeContext, store: wasmtime.Store, accessor: wasmtime.Memory | wasmtime.SharedMemory,
+                 guest_memory: Callable[[int], wasmtime.Memory | wasmtime.SharedMemory],
+                 guest_global: Callable[[int], object], accessor_export: Callable[[str], object]) -> None:
+        self._ctx = ctx
+        self._accessor_export = accessor_export
+        self._guest_global = guest_global
+        self._store = store
+        self._accessor = accessor
+        self._guest_memory = guest_memory
+        self._runs: dict[int, Callable[..., object]] = {}
+        self.threads = cpu_thread_count(ctx.config.cpu_threads)
+        self._workers = WorkerStores(ctx.engine, accessor) \
+            if isinstance(accessor, wasmtime.SharedMemory) and self.threads > 1 else None
+        # A limit that can interrupt any run (limits' call_timeout, fuel): outputs are always kept to restore.
+        self._interruptible = any(getattr(ctx.config, name, None) is not None for name in ("call_timeout", "fuel"))
+
+    def _run_call(self, kernel: CompiledCpuKernel) -> Callable[..., object]:
+        found = self._runs.get(kernel.record.kernel_id)
+        if found is None:
+            externs: list[object] = []
+            for imp in kernel.compiled.imports:
+                assert imp.module == IMPORT_MODULE and imp.name in (GUEST_MEMORY, BUFFER_MEMORY, STACK_POINTER,
+                                                                    *F16_IMPORTS)
+                if imp.name in F16_IMPORTS:
+                    externs.append(self._accessor_export(imp.name))
+                elif imp.name == BUFFER_MEMORY:
+                    externs.append(self._accessor)
+                elif imp.name == GUEST_MEMORY:
+                    externs.append(self._guest_memory(kernel.record.guest_memory))
+                else:
+                    externs.append(self._guest_global(kernel.record.stack_pointer))
+            inst = wasmtime.Instance(self._store, kernel.compiled, externs)  # type: ignore[arg-type]
+            run = inst.exports(self._store)[RUN_EXPORT]
+            assert isinstance(run, wasmtime.Func)
+            found = self._runs[kernel.record.kernel_id] = export_call(run, self._store, RUN_EXPORT)
+        return found
+
+    def run(self, kernel: CompiledCpuKernel, buffers: InstanceBuffers, bound: dict[int, Buffer],
+            count: int) -> CpuRunResult:
+        """Run the kernel over [0, count) with every bound buffer CPU-current; commit or restore."""
+        rec = kernel.record
+        run = self._run_call(kernel)
+        started = time.perf_counter()
+        write_table(buffers, rec, bound)
+        saved = save_outputs(buffers, rec, bound, count) if rec.can_trap or self._interruptible else []
+        stack = self._guest_global(rec.stack_pointer) if rec.stack_pointer >= 0 else None
+        stack_at = stack.value(self._store) if isinstance(stack, wasmtime.Global) else None
+        alone = rec.guest_memory >= 0 or rec.f16  # what only the guest's own store reaches
+        split = pieces(count, self.threads) if self._workers is not None and not alone else [(0, count)]
+        if len(split) == 1 or self._workers is None:
+            trapped = run_piece(run, 0, count)
+        else:
+            limits = getattr(self._ctx, "guest_limits", None)  # call_timeout/fuel, where the host has them
+            others = self._workers.runs(rec.kernel_id, kernel.compiled, RUN_EXPORT, min(self.threads, len(split)) - 1,
+                                        getattr(limits, "arm", None))
+            trapped = host_pool(self._ctx).run([run, *others], split)
+        if trapped:
+            restore_outputs(buffers, rec, bound, saved)
+            if isinstance(stack, wasmtime.Global):  # a frame the trap left open: the runner starts where the guest was
+                stack.set_value(self._store, stack_at)
+            return CpuRunResult(trapped, time.perf_counter() - started)
+        for slot in rec.write_slots:
+            bound[slot].record.note_cpu_write(0, count)
+        return CpuRunResult("", time.perf_counter() - started)
+
+
+def write_table(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer]) -> None:
+    """(address, length) of each used slot's buffer into the accessor memory's kernel table."""
+    table = buffers.view()[rec.table_offset:rec.table_offset + 64].view(_TABLE_DTYPE)
+    for slot in rec.used_slots:
+        buf = bound[slot]
+        table[2 * slot] = buf.ptr
+        table[2 * slot + 1] = buf.length
+
+
+def save_outputs(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer],
+                 count: int) -> list[np.ndarray]:
+    return [buffers.cpu_bytes(bound[s])[:count * bound[s].stored_bytes].copy() for s in rec.write_slots]
+
+
+def restore_outputs(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer],
+                    saved: list[np.ndarray]) -> None:
+    for slot, data in zip(rec.write_slots, saved):
+        buffers.cpu_bytes(bound[slot])[:data.size] = data
