@@ -80,8 +80,10 @@ class Instance:
         self._limits = limits if limits.per_call else None
         if limits.stores_limited:  # (after the accessor memory: it is the host's, not the guest's)
             limits.restrict(self._store)
-        grow: Callable[[int], object] = memory.grow  # a shared memory is the engine's: outside the store limits
-        if not isinstance(memory, wasmtime.SharedMemory):
+        grow: Callable[[int], object]
+        if isinstance(memory, wasmtime.SharedMemory):  # the engine's: outside the store limits
+            grow = memory.grow
+        else:
             grow = limits.host_grow(self._store, partial(memory.grow, self._store))
         self.buffers = InstanceBuffers(
             self.id, AccessorMemory(partial(memory_span, memory, self._store), grow),
