@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 from .gobody import CONST, LOCAL, OP_LOCAL_SET, Val, const_bytes, uleb
 from .gomemory import Blocked
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # type-only: closes no runtime circle (the tracer calls merge_sides)
     from .gobody import Body, Segment
-    from .gotrace import Path, Tracer
+    from .gopath import Path
+    from .gotrace import Tracer
 
 OP_ELSE = 0x05
 

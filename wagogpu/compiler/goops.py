@@ -1,14 +1,17 @@
 """The Go tracer's instruction handlers (gotrace.py says what the trace does and why)."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .gobody import CONST, G, GUARD, LOCAL, STACK, Val, uleb
 from .gomemory import LOADS, STORES, Blocked, goroutine_load, load, store
 from .gonumeric import SAT_SIGNATURES, SIGNATURES, fold, signed
-from .gotrace import BLOCK, G_GLOBAL, IF, LOOP, SCRATCH_GLOBALS, SP_GLOBAL, Ctl, Path, Tracer
+from .gopath import BLOCK, G_GLOBAL, IF, LOOP, SCRATCH_GLOBALS, SP_GLOBAL, Ctl, Path
 from .intrinsics import I32, I64
 from .reader import Reader
+
+if TYPE_CHECKING:  # type-only: closes no runtime circle (the tracer calls these handlers)
+    from .gotrace import Tracer
 
 BLOCK_RESULTS = {-64: 0, -1: 1, -2: 1, -3: 1, -4: 1, -5: 1}
 WHY = {0x11: "a call through a func value, an interface method or a deferred call (call_indirect)",

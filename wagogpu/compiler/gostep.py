@@ -1,15 +1,18 @@
 """The Go tracer's dispatch table: opcode -> handler (goops.py), and the leaf handlers."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .gobody import CONST, Val
 from .gomemory import LOADS, STORES, Blocked
 from .gonumeric import SAT_SIGNATURES, SIGNATURES
 from .goops import (WHY, M64, numeric, op_br, op_br_if, op_br_table, op_call, op_else, op_end, op_global, op_local,
                     op_memory, open_construct, plain, pop)
-from .gotrace import Path, Tracer
+from .gopath import Path
 from .intrinsics import I32, I64
+
+if TYPE_CHECKING:  # type-only: closes no runtime circle (the tracer calls step)
+    from .gotrace import Tracer
 
 
 def op_const(t: Tracer, path: Path, opcode: int) -> None:
@@ -57,7 +60,7 @@ def op_fixed(why: str) -> Callable[[Tracer, Path], None]:
     return handler
 
 
-Handler = Callable[[Tracer, Path], None]
+Handler = Callable[["Tracer", Path], None]
 HANDLERS: dict[int, Handler] = {
     0x00: op_unreachable, 0x01: lambda t, p: None, 0x05: op_else, 0x0B: op_end, 0x0C: op_br, 0x0D: op_br_if,
     0x0E: op_br_table, 0x0F: lambda t, p: t.leave(p), 0x10: op_call, 0x1A: op_drop,

@@ -16,14 +16,15 @@ guest as Wasm does. A kernel none of whose paths returns stays on the CPU with t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable
 
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule
 from .gobody import CONST, LOCAL, STACK, Body, Val
-from .gomemory import Blocked, Cells
+from .gomemory import Blocked
 from .gomerge import Ended, merge_sides
+from .gopath import LOOP, SP_GLOBAL, Fn, Path
+from .gostep import step
 from .intrinsics import I32
 from .optable import skip_locals, walk
 from .reader import Reader
@@ -33,45 +34,6 @@ MAX_EDGES = 2048  # branches back to a loop head on one path (Go's state jumps i
 MAX_CALL_DEPTH = 48
 MAX_FORK_DEPTH = 32  # nested `if`s in the output (the lowering allows 48 constructs)
 MAX_OUTPUT_BYTES = 16384  # reader.MAX_BODY_BYTES: the lowering's kernel limit
-BLOCK, LOOP, IF = 0, 1, 2
-SCRATCH_GLOBALS = frozenset((1, 3, 4, 5, 6))  # Go's CTXT and RET0..RET3 registers
-SP_GLOBAL, G_GLOBAL = 0, 2
-
-
-@dataclass(slots=True)
-class Ctl:
-    kind: int
-    head: int  # a loop's first instruction
-    end: int  # just after its `end`
-    else_at: int  # an if's `else` opcode, -1: none
-    height: int  # operand-stack height below it
-    arity: int  # values a branch to it carries
-
-
-@dataclass(slots=True)
-class Fn:
-    function: int  # defined function index
-    locals: list[Val]
-    reader: Reader
-    results: int
-    height: int
-    ctl: list[Ctl] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class Path:
-    stack: list[Val]
-    fns: list[Fn]
-    cells: Cells
-    globals: dict[int, Val]
-    edges: int = 0
-
-    def clone(self) -> Path:
-        fns = [Fn(f.function, list(f.locals), Reader(f.reader.data, f.reader.pos, f.reader.end), f.results,
-                  f.height, list(f.ctl)) for f in self.fns]
-        return Path(list(self.stack), fns, dict(self.cells), dict(self.globals), self.edges)
-
-
 class Tracer:
     """One kernel's trace: the output body, the step count, why paths ended early."""
 
@@ -120,8 +82,6 @@ class Tracer:
     def run(self, path: Path, stop: int = 1) -> bool:
         """Trace `path`, writing its code, until it returns from the function at depth `stop`
         (True; the caller merges it) or ends: at the kernel's end or where it is blocked (False)."""
-        from .gostep import step  # the instruction handlers (they call back into fork/branch)
-
         try:
             while len(path.fns) >= stop:
                 self.steps += 1

@@ -19,7 +19,7 @@ from ..diagnostics import STAGE_FIELDS, BufferOperation, Outcome, ReasonCode
 from ._wasmtime import GuestCaller, GuestMemory
 from .context import RuntimeContext
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from .module import Module
 
 U32 = 0xFFFFFFFF

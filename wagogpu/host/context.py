@@ -22,7 +22,7 @@ from .costmodel import CostModels
 from .definitions import HostDefinitions
 from .guest_limits import GuestLimits
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from ..gpu.device import GpuDevice
     from .instance import Instance
     from .module import Module

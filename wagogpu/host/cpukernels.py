@@ -26,7 +26,7 @@ from .context import RuntimeContext
 from .cputhreads import SHARED_PAGES, WorkerStores, cpu_thread_count, host_pool, pieces, run_piece, threaded
 from .engine import first_line
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from .module import Module
 
 _ELIGIBLE = KernelClass.ELIGIBLE

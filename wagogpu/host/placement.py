@@ -23,7 +23,7 @@ from ..diagnostics import ReasonCode
 from .context import RuntimeContext
 from .costmodel import Device
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from .module import Module
 
 MEASURED = "measured"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import wasmtime
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from .module import Module
 
 
