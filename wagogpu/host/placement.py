@@ -19,7 +19,7 @@ from ..abi import accessor as acc
 from ..buffers import Buffer
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
-from ..diagnostics import ReasonCode
+from ..diagnostics import BufferOperation, ReasonCode
 from .context import RuntimeContext
 from .costmodel import Device
 
@@ -80,8 +80,10 @@ _ON_GPU = Placement(Where.GPU)
 _ON_CPU = Placement(Where.CPU, ReasonCode.NONE, "")
 
 
-def observe(ctx: RuntimeContext, module: Module, kernel_id: int, where: Where, count: int, seconds: float) -> None:
-    """A finished dispatch's wall time, for the measured model of the device it ran on."""
+def observe(ctx: RuntimeContext, module: Module, kernel_id: int, where: Where, count: int, op: BufferOperation) -> None:
+    """A finished dispatch's wall time, for the measured model of the device it ran on: the copies
+    it made (uploads, readbacks, device copies) taken out, since the model prices those apart."""
     if ctx.config.placement == MEASURED and where is not Where.GUEST:
         device = Device.GPU if where is Where.GPU else Device.CPU
-        ctx.costs.model(module.id, kernel_id).lines[device].add(count, seconds)
+        seconds = op.total - op.upload - op.download - op.device_copy
+        ctx.costs.model(module.id, kernel_id).observe(device, count, seconds)
