@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .config import BindingConfig, Config, KernelConfig, config_from_json
     from .errors import ConfigError, GpuRequiredError, ModuleError
     from .host import Host, Instance, Module
+    from .host.guest_limits import LimitTrap
 
 __version__ = "0.1.0"
 
@@ -26,6 +27,7 @@ _PUBLIC = {
     "ElementType": ".abi.table", "Access": ".abi.table", "Status": ".abi.table",
     "CompileError": ".compiler.contract", "CompileErrorKind": ".compiler.contract",
     "ConfigError": ".errors", "ModuleError": ".errors", "GpuRequiredError": ".errors",
+    "LimitTrap": ".host.guest_limits",
 }
 
 __all__ = [*_PUBLIC, "compile_buffer_wgsl", "compile_wgsl"]

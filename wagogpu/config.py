@@ -40,6 +40,10 @@ MAX_RUN_TIMEOUT = 1e6
 POWER_PREFERENCES = ("high-performance", "low-power")
 PLACEMENTS = ("threshold", "measured")
 MAX_CPU_THREADS = 256
+#: The guest limits' ranges (None turns each off): call_timeout in seconds, the counts' lowest value.
+MAX_CALL_TIMEOUT = 1e6
+MAX_GUEST_COUNT = (1 << 63) - 1
+GUEST_COUNTS = {"fuel": 1, "max_memory_bytes": 0, "max_table_elements": 0}
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,11 @@ class Config:
     cpu_kernels: bool = False  # eligible kernels off the GPU run as compiled Wasm (dispatch answers 0)
     cpu_threads: int = 0  # threads a CPU kernel's range is split across; 0: one per core
     placement: str = "threshold"  # "threshold" (min_elements) or "measured" (the predicted faster device)
+    # An untrusted guest under the host's control (docs/untrusted.md); None: no limit.
+    call_timeout: float | None = None  # seconds per guest call (epoch interruption)
+    fuel: int | None = None  # wasmtime fuel each guest call starts with
+    max_memory_bytes: int | None = None  # bytes of each guest linear memory
+    max_table_elements: int | None = None  # elements of each guest table
 
     def __post_init__(self) -> None:
         kernels = self.kernels
@@ -105,6 +114,7 @@ class Config:
             raise ConfigError("power_preference", f"expected one of {POWER_PREFERENCES}, got {self.power_preference!r}")
         self._check_adapter()
         self._check_cpu_kernels()
+        self._check_guest_limits()
         if not self.kernels and not self.kernel_export and not self.disabled:
             raise ConfigError("kernels", "configure buffer kernels or a legacy kernel_export "
                                          "(or disabled=True for a CPU-only host)")
@@ -142,6 +152,25 @@ class Config:
             if not isinstance(self.backend, str) or self.backend.lower() not in names:
                 raise ConfigError("backend", f"expected None or one of {', '.join(names)}, got {self.backend!r}")
             object.__setattr__(self, "backend", self.backend.lower())
+
+    def _check_guest_limits(self) -> None:
+        """call_timeout: None or positive finite seconds; the others None or a whole number in range."""
+        timeout = self.call_timeout
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise ConfigError("call_timeout", f"expected None or seconds as a number, got {timeout!r}")
+            if not 0 < timeout <= MAX_CALL_TIMEOUT:  # (also refuses NaN)
+                raise ConfigError("call_timeout", f"expected seconds above 0 and at most {MAX_CALL_TIMEOUT:g}, "
+                                                  f"got {timeout!r}")
+            object.__setattr__(self, "call_timeout", float(timeout))
+        for name, lowest in GUEST_COUNTS.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(name, f"expected None or an integer, got {value!r}")
+            if not lowest <= value <= MAX_GUEST_COUNT:
+                raise ConfigError(name, f"expected {lowest} to {MAX_GUEST_COUNT}, got {value}")
 
     def _check_cpu_kernels(self) -> None:
         threads = self.cpu_threads

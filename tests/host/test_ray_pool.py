@@ -57,6 +57,8 @@ PROBES = """(module
       (local.set $p (i32.add (local.get $p) (i32.const 4)))
       (local.set $n (i32.sub (local.get $n) (i32.const 1))) (br $l)))))"""
 
+SPIN = '(module (func (export "spin") (loop $l (br $l))))'
+
 
 @pytest.fixture(scope="module")
 def cluster():
@@ -250,6 +252,31 @@ def test_usage_and_module_errors_say_what_is_wrong(pool):
         pool.submit(PROBES, "sum", writes={0: "text"})
     with pytest.raises(ValueError, match=r"reads\['a'\]"):
         pool.submit(PROBES, "sum", reads={"a": (0, -1)})
+
+
+def test_a_job_past_call_timeout_is_a_limit_error_and_the_job_behind_it_runs(cluster):
+    """One actor: the looping job is stopped at call_timeout, the job queued behind it on the same
+    actor then runs on the same Host."""
+    with HostPool(Config(disabled=True, call_timeout=0.3), actors=1, num_cpus=0.5, max_in_flight=2) as limited:
+        looping, behind = limited.submit(SPIN, "spin"), limited.submit(PROBES, "returns", 5)
+        with pytest.raises(JobError) as caught:
+            ray.get(looping)
+        assert ray.get(behind).value == 5
+        info = limited.actors()[0]
+    assert caught.value.kind is FailureKind.LIMIT
+    assert caught.value.message == "spin: call_timeout: spin ran past its 0.3 s deadline (wasm trap: interrupt)"
+    assert (info.hosts_opened, info.jobs) == (1, 2)
+
+
+def test_a_job_out_of_fuel_is_a_limit_error_in_process():
+    runner = JobRunner(Config(disabled=True, fuel=10_000))
+    try:
+        with pytest.raises(JobError) as caught:
+            runner.run(WireJob("spin", (SPIN,), "spin", (), (), None, False, True))
+        assert caught.value.kind is FailureKind.LIMIT and "used up its 10000 units of fuel" in caught.value.message
+        assert runner.run(WireJob("probes", (PROBES,), "returns", (3,), (), None, False, True)).value == 3
+    finally:
+        runner.shutdown()
 
 
 # -- quarantine and dead actors -----------------------------------------------------------------------

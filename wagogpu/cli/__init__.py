@@ -20,10 +20,10 @@ import argparse
 import sys
 from typing import Any, Callable, Sequence
 
-from .common import PROG, Failure, Parser, UsageError, adapter_arg, parse_binding, report
+from .common import PROG, Failure, Parser, UsageError, adapter_arg, count_arg, parse_binding, report, seconds_arg
 from .compile import cmd_compile
 from .info import cmd_info
-from .run import cmd_run
+from .run import DEFAULT_CALL_TIMEOUT, cmd_run
 from .tools import cmd_bench, cmd_demo
 
 __all__ = ["main", "build_parser", "UsageError", "Failure"]
@@ -45,6 +45,15 @@ BACKEND = (("--backend",), {"choices": ("vulkan", "metal", "dx12", "gl"), "type"
                             "help": "Config.backend: restrict the adapter choice to one graphics API"})
 CONFIG_HELP = ('Config as JSON: {"kernels": [{"id": 1, "name": "double", "bindings": [[0, "F32", "read"], '
                '[1, "F32", "write"]], "relaxed_float": true}], ...any Config field}')
+
+LIMIT_FLAGS: list[Flag] = [
+    (("--timeout",), {"type": seconds_arg, "metavar": "S",
+                      "help": f"Config.call_timeout: stop the start function and the call after S seconds each "
+                              f"(default: the config's call_timeout, else {DEFAULT_CALL_TIMEOUT:g}; 0: no limit)"}),
+    (("--fuel",), {"type": count_arg(1), "metavar": "N", "help": "Config.fuel: wasmtime fuel per call"}),
+    (("--max-memory",), {"type": count_arg(0), "metavar": "BYTES",
+                         "help": "Config.max_memory_bytes: the most bytes each guest memory may have"}),
+]
 
 #: name -> (help, description, function, flags): every subcommand, as data.
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int], list[Flag]]] = {
@@ -75,7 +84,7 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int], list[Fl
             [MODULE, (("--config",), {"metavar": "FILE.json", "required": True, "help": CONFIG_HELP}),
              (("--call",), {"nargs": "+", "metavar": ("EXPORT", "ARG"), "help": "export to call and its arguments"}),
              switch("--cpu", help="disabled=True"), switch("--allow-software-adapter", help="allow_software_adapter=True"),
-             switch("--require-gpu", help="require_gpu=True"), ADAPTER, BACKEND]),
+             switch("--require-gpu", help="require_gpu=True"), ADAPTER, BACKEND, *LIMIT_FLAGS]),
     "demo": ("run the start, buffers and compiled examples",
              "Run the start, buffers and compiled (Zig, C) examples and say per kernel which path ran (GPU or CPU, "
              "and why), with timings.", cmd_demo,

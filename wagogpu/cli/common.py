@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Callable, NoReturn
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import BindingConfig, Config
@@ -48,11 +48,20 @@ def report(exc: UsageError | Failure) -> None:
         print(excerpt, file=sys.stderr)
 
 
-def read_file(path: str) -> bytes:
+#: The largest JSON config read (a config is a few kilobytes; /dev/zero is not read to the end).
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def read_file(path: str, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """The file's bytes, refused past ``limit`` bytes (read no further)."""
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise UsageError(f"{path}: larger than the {limit >> 20} MiB limit on a config file")
+    return data
 
 
 def load_module(path: str) -> bytes:
@@ -62,11 +71,12 @@ def load_module(path: str) -> bytes:
 
     from ..errors import ModuleError
     from ..host.engine import first_line, new_engine
-    from ..host.source import to_wasm
+    from ..host.source import file_to_wasm, read_source
 
-    read_file(path)  # a missing or unreadable file is reported as such
     try:
-        wasm = to_wasm(Path(path))
+        wasm = file_to_wasm(Path(path), read_source(Path(path)))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except ModuleError as exc:
         raise UsageError(str(exc), exc.excerpt) from exc
     try:
@@ -101,10 +111,37 @@ def load_config(path: str) -> Config:
         data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path}: invalid JSON: {exc}") from exc
+    except RecursionError:
+        raise UsageError(f"{path}: invalid JSON: nested too deeply (a config is a few levels deep)") from None
     try:
         return config_from_json(data)
     except (ValueError, TypeError) as exc:  # ConfigError is a ValueError naming the field
         raise UsageError(f"{path}: {exc}") from exc
+
+
+# -- guest limits --------------------------------------------------------------------------------------
+def seconds_arg(text: str) -> float:
+    """--timeout: seconds, 0 or more and finite."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected 0 or more finite seconds, got {text!r}")
+    return value
+
+
+def count_arg(lowest: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``lowest`` (digits, or 0x... hex)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < lowest:
+            raise argparse.ArgumentTypeError(f"expected {lowest} or more, got {value}")
+        return value
+    return parse
 
 
 # -- adapter choice ----------------------------------------------------------------------------------

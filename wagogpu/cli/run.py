@@ -5,6 +5,7 @@ usually why the guest trapped (a guest that checks statuses traps on the one it 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -116,9 +117,28 @@ def after_trap(host: Host, what: str, exc: BaseException) -> Failure:
     return Failure(text)
 
 
+#: call_timeout of `wagogpu run` when neither --timeout nor the config sets one: a guest that
+#: loops ends with a trap instead of never.
+DEFAULT_CALL_TIMEOUT = 10.0
+
+
+def limit_changes(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    """The Config fields --timeout, --fuel and --max-memory set (--timeout 0: no time limit)."""
+    changes: dict[str, Any] = {}
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None:
+        changes["call_timeout"] = timeout or None
+    elif config.call_timeout is None:
+        changes["call_timeout"] = DEFAULT_CALL_TIMEOUT
+    for flag, field in (("fuel", "fuel"), ("max_memory", "max_memory_bytes")):
+        if getattr(args, flag, None) is not None:
+            changes[field] = getattr(args, flag)
+    return changes
+
+
 def run_config(args: argparse.Namespace) -> Config:
     config = load_config(args.config)
-    changes: dict[str, Any] = adapter_changes(args)
+    changes: dict[str, Any] = {**adapter_changes(args), **limit_changes(args, config)}
     for flag, field, value in (("cpu", "disabled", True), ("allow_software_adapter", "allow_software_adapter", True),
                                ("require_gpu", "require_gpu", True)):
         if getattr(args, flag):
@@ -141,6 +161,12 @@ def open_host(config: Config) -> Host:
         raise UsageError(str(exc)) from exc
 
 
+def guest_exit(what: str, exc: wasmtime.ExitTrap) -> int:
+    """A guest's WASI proc_exit: say so, and exit with its code as wasmtime's own CLI does."""
+    print(f"{what} exited with code {exc.code} (WASI proc_exit)", file=sys.stderr)
+    return exc.code
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import wasmtime
 
@@ -161,6 +187,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise after_trap(host, "the start function", exc) from exc
         except ModuleError as exc:
             raise UsageError(f"{args.module}: {exc}") from exc
+        except wasmtime.ExitTrap as exc:
+            return guest_exit("the start function", exc)
         except wasmtime.WasmtimeError as exc:
             raise Failure(f"the start function failed: {first_line(exc)}") from exc
         result = None
@@ -169,6 +197,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 result = inst.call(export, *values)
             except wasmtime.Trap as exc:
                 raise after_trap(host, export, exc) from exc
+            except wasmtime.ExitTrap as exc:
+                return guest_exit(export, exc)
         seconds = time.perf_counter() - t0
         print(f"result: {format_result(result)}" if export else "instantiated (start function ran); no --call given")
         print(device_line(host))

@@ -20,6 +20,7 @@ from ..config import Config, KernelConfig
 from ..diagnostics import BufferOperation, LegacyTiming, ReasonCode, TransferCounters
 from .costmodel import CostModels
 from .definitions import HostDefinitions
+from .guest_limits import GuestLimits
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gpu.device import GpuDevice
@@ -85,6 +86,7 @@ class RuntimeContext:
         # Profile mode times waited stages: nothing is pipelined there.
         self.dispatcher = Dispatcher(self.residency, pipelined=cfg.pipelined and not cfg.profile_stages)
         self.limits = BufferLimits(cfg.max_buffers_per_instance, cfg.max_instance_buffer_bytes, cfg.max_elements)
+        self.guest_limits = GuestLimits.from_config(cfg)
 
     @property
     def device(self) -> GpuDevice | None:

@@ -24,8 +24,12 @@ def functype(params: Sequence[str], results: Sequence[str]) -> wasmtime.FuncType
     return wasmtime.FuncType([VALTYPES[p]() for p in params], [VALTYPES[r]() for r in results])
 
 
-def new_engine() -> wasmtime.Engine:
+def new_engine(epoch: bool = False, fuel: bool = False) -> wasmtime.Engine:
+    """The engine of one Host; ``epoch`` and ``fuel`` compile the checks Config.call_timeout and
+    Config.fuel need into every function (only when asked: they cost time, bench/guest_limits.py)."""
     cfg = wasmtime.Config()
+    cfg.epoch_interruption = epoch
+    cfg.consume_fuel = fuel
     for feature in WASM_FEATURES:
         setattr(cfg, feature, True)
     # Guests may declare shared memories; the ABI refuses transfers on them (status 11).

@@ -18,10 +18,15 @@ class AccessorHooks(ImportGroup):
     """Callbacks of one instance's accessor module. trap is not guarded (it raises the trap the
     guest sees); the others run under the host lock like any import."""
 
-    def __init__(self, scope: ImportScope) -> None:
+    def __init__(self, scope: ImportScope, interruptible: bool = False) -> None:
         super().__init__(scope)
         self.gc_reservation = 0
         self._gc_call: ImportCall | None = None
+        # (import position, handle, offset, count) of the GC transfer whose elements are moving
+        self._gc_move: tuple[int, int, int, int] | None = None
+        # A call limit may stop the accessor's move loop halfway (guest_limits.py): a whole-buffer
+        # set then must not skip making the buffer CPU-current, or the rest would be stale bytes.
+        self._interruptible = interruptible
 
     def handlers(self) -> Handlers:
         return {"acquire": (self.acquire, False), "gc_begin": (self.gc_begin, False), "gc_end": (self.gc_end, False)}
@@ -87,13 +92,14 @@ class AccessorHooks(ImportGroup):
             if not self.buffers.reserve(reservation):
                 return self._finish(call, Status.LIMIT_EXCEEDED), 0
             self.gc_reservation = reservation
-        if not (is_set and offset == 0 and count == buf.length):
+        if not (is_set and offset == 0 and count == buf.length and not self._interruptible):
             status = self.ctx.residency.make_cpu_current(self.buffers, buf, call.deadline, call.op, call.op)
             if status:
                 return self._gc_fail(call, status), 0
         if call.cancelled():
             return self._gc_fail(call, Status.CANCELLED), 0
         # gc_end records the call once the accessor has moved the elements.
+        self._gc_move = (op_code, handle, offset, count)
         return acc.GC_PROCEED, buf.ptr + offset * buf.stored_bytes
 
     def _gc_fail(self, call: ImportCall, status: int) -> int:
@@ -117,5 +123,22 @@ class AccessorHooks(ImportGroup):
             call.op.guest_copy_count += 1
         self.buffers.release(self.gc_reservation)
         self.gc_reservation = 0
-        self._gc_call = None
+        self._gc_call = self._gc_move = None
         return self._finish(call, Status.OK)
+
+    def interrupted(self) -> None:
+        """A call limit stopped the guest; if that was inside a GC transfer's move, finish its
+        bookkeeping: a set's range counts as written (its elements are partly new, as after a guest's
+        own loop of writes cut short), the reservation goes back, and the call is recorded CANCELLED."""
+        call, move = self._gc_call, self._gc_move
+        self._gc_call = self._gc_move = None
+        if call is None or move is None:
+            return
+        op_code, handle, offset, count = move
+        buf = self._buffer(handle)
+        if buf is not None and GC_IMPORTS[op_code].startswith("set"):
+            buf.record.note_cpu_write(offset, offset + count)
+        self.buffers.release(self.gc_reservation)
+        self.gc_reservation = 0
+        self._finish(call, Status.CANCELLED, reason="a call limit (call_timeout or fuel) stopped the guest "
+                                                    "while the elements moved")

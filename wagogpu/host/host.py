@@ -22,6 +22,7 @@ from ..errors import ConfigError, GpuRequiredError
 from .context import RuntimeContext
 from .cputhreads import SHARED_PAGES, threaded
 from .engine import compile_in_background, first_line, new_engine
+from .guest_limits import TICKER
 from .instance import Instance, next_id
 from .module import Module, build_module
 from .source import Source
@@ -99,13 +100,15 @@ class Host:
                                         f"{type(tuning).__name__}")
         self.config = config
         self.tuning = tuning
-        engine = new_engine()
+        engine = new_engine(epoch=config.call_timeout is not None, fuel=config.fuel is not None)
         shared = SHARED_PAGES if threaded(config) else 0  # CPU kernels on threads share the accessor memory
         accessor = compile_in_background(engine, accessor_wat(shared))  # while the device opens
         device, reason, seconds = open_device(config, tuning.device)
         budget = RuntimeBudget(config.max_runtime_buffer_bytes)
         residency = Residency(device, budget, config.profile_stages, tuning.transfer, tuning.pipeline)
         self.context = RuntimeContext(config, engine, accessor(), budget, residency, reason, seconds)
+        if config.call_timeout is not None:
+            TICKER.watch(engine)  # (unwatched by close)
         _LIVE_HOSTS.add(self)
 
     # -- what the runtime has ------------------------------------------------------------------
@@ -188,6 +191,7 @@ class Host:
         if ctx.stopped:
             return
         ctx.stopped = True
+        TICKER.unwatch(ctx.engine)
         if ctx.residency.pending and ctx.lock.acquire(blocking=False):  # never wait for a blocked import
             try:
                 settle_pending(ctx, min(ctx.config.run_timeout, CLOSE_SETTLE_SECONDS))

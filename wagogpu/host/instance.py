@@ -76,13 +76,21 @@ class Instance:
             self._store.close()
             raise
         memory = self._accessor_memory = self._new_accessor_memory()
-        grow = memory.grow if isinstance(memory, wasmtime.SharedMemory) else partial(memory.grow, self._store)
+        limits = ctx.guest_limits
+        self._limits = limits if limits.per_call else None
+        if limits.stores_limited:  # (after the accessor memory: it is the host's, not the guest's)
+            limits.restrict(self._store)
+        grow: Callable[[int], object]
+        if isinstance(memory, wasmtime.SharedMemory):  # the engine's: outside the store limits
+            grow = memory.grow
+        else:
+            grow = limits.host_grow(self._store, partial(memory.grow, self._store))
         self.buffers = InstanceBuffers(
             self.id, AccessorMemory(partial(memory_span, memory, self._store), grow),
             ctx.budget, ctx.limits, ctx.residency)
         scope = self._scope = ImportScope(ctx, module, self.buffers)
         self._access = BufferAccess(scope)
-        hooks = AccessorHooks(scope)
+        hooks = self._hooks = AccessorHooks(scope, interruptible=limits.per_call)
         handlers: Handlers = {}
         for group in (ManagementImports(scope), DispatchImport(scope), TransferImports(scope)):
             handlers.update(group.handlers())
@@ -135,13 +143,19 @@ class Instance:
     def _instantiate(self, linker: wasmtime.Linker) -> None:
         """Run the guest's start function; a failure closes this instance before it propagates."""
         self._depth += 1
+        if self._limits is not None:
+            self._limits.arm(self._store)
         try:
             guest = linker.instantiate(self._store, self.module.compiled)
         except BaseException as exc:
             self._depth -= 1
+            limited = self._limited(exc, "the start function") if isinstance(exc, wasmtime.Trap) else exc
             self.close()
             if isinstance(exc, wasmtime.WasmtimeError) and "wasm backtrace" not in str(exc):
-                raise ModuleError(f"cannot instantiate: {link_problem(exc)}") from exc
+                text = self.ctx.guest_limits.refusal(link_problem(exc))
+                raise ModuleError(f"cannot instantiate: {text}") from exc
+            if limited is not exc:
+                raise limited from None
             raise  # a trap, or the start function failing: keep wasmtime's own error
         self._depth -= 1
         if self.closed:  # closed by a host function during the start function
@@ -182,11 +196,29 @@ class Instance:
             fast = self._calls.get(name)
             if fast is None:
                 fast = self._resolve(name)
+            if self._limits is not None and self._depth == 1:  # a re-entry shares the outer call's budget
+                self._limits.arm(self._store)
             return fast(*args)
+        except wasmtime.Trap as exc:
+            limited = self._limited(exc, name)
+            if limited is exc:
+                raise
+            raise limited from None
         finally:
             self._depth -= 1
             if self.closed and not self._depth:
                 self._release_store()
+
+    def _limited(self, exc: wasmtime.Trap, what: str) -> wasmtime.Trap:
+        """exc, or the LimitTrap naming the limit that stopped the call; a GC transfer the limit cut
+        short (the only accessor code with a loop) is finished first (hooks.py)."""
+        if self._limits is None:
+            return exc
+        limited = self._limits.translate(exc, what)
+        if limited is not exc:
+            with self.ctx.lock:
+                self._hooks.interrupted()
+        return limited
 
     def _resolve(self, name: str) -> Callable[..., Any]:
         self._check_open()

@@ -19,6 +19,8 @@ import wasmtime
 from ..errors import ModuleError
 
 WASM_MAGIC = b"\0asm"
+#: The largest module file read (Wasm or WAT).
+MAX_SOURCE_BYTES = 256 << 20
 BINARY_SUFFIXES = frozenset({".wasm"})
 TEXT_SUFFIXES = frozenset({".wat", ".wast"})
 #: What Host.compile accepts.
@@ -42,8 +44,23 @@ def to_wasm(source: Source) -> bytes:
     raise ModuleError(f"not a Wasm module: expected bytes, WAT text or a path, got {type(source).__name__}")
 
 
+def read_source(path: Path) -> bytes:
+    """A module file's bytes, read at most MAX_SOURCE_BYTES far (/dev/zero or a huge file is
+    refused, not read until memory runs out); OSError names the file."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise ModuleError(f"{path}: not a module file: larger than the {MAX_SOURCE_BYTES >> 20} MiB limit "
+                          "on a module (MAX_SOURCE_BYTES)")
+    return data
+
+
 def _from_file(path: Path) -> bytes:
-    data = path.read_bytes()  # OSError names the file
+    return file_to_wasm(path, read_source(path))
+
+
+def file_to_wasm(path: Path, data: bytes) -> bytes:
+    """Binary Wasm from the bytes of the file at path (its suffix says Wasm or WAT)."""
     suffix = path.suffix.lower()
     try:
         if suffix in BINARY_SUFFIXES and not data.startswith(WASM_MAGIC):

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import ray
 import wasmtime
 
-from wagogpu import Config, Host, Instance, Module, Status
+from wagogpu import Config, Host, Instance, LimitTrap, Module, Status
 from wagogpu.errors import ConfigError, GpuRequiredError, ModuleError
 
 from .gpu_match import match_gpu
@@ -35,7 +35,11 @@ MODULE_CACHE = 64
 
 
 def trap_error(export: str, exc: Exception) -> JobError:
-    """JobError(TRAP) with wasmtime's cause as the one-line message and the ABI status, if any."""
+    """JobError(TRAP) with wasmtime's cause as the one-line message and the ABI status, if any;
+    JobError(LIMIT) for a call stopped by call_timeout or fuel (the actor and its next jobs go on:
+    the trap left the Host as it was)."""
+    if isinstance(exc, LimitTrap):
+        return JobError(FailureKind.LIMIT, f"{export}: {exc}", None, str(exc))
     text = str(exc).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     cause = lines[-1] if "Caused by:" in text else (lines[0] if lines else type(exc).__name__)

@@ -28,6 +28,7 @@ class FailureKind(enum.Enum):
     USAGE = "usage"  # no such export, wrong arguments, a read or write outside guest memory
     QUARANTINED = "quarantined"  # the actor's GPU was quarantined while the job ran (every attempt)
     HOST = "host"  # the actor has no Host (Host(config) failed, e.g. require_gpu without a GPU)
+    LIMIT = "limit"  # the guest ran past Config.call_timeout or out of Config.fuel (wagogpu.LimitTrap)
 
 
 class JobError(RuntimeError):
