@@ -17,7 +17,6 @@ REPROBE_EVERY decisions old, so a device that got faster is found again at bound
 from __future__ import annotations
 
 import enum
-import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -45,9 +44,13 @@ class BandCost:
     warmed: bool = False  # the band's first (cold) dispatch went by
     seconds: deque[float] = field(default_factory=lambda: deque(maxlen=BAND_SAMPLES))
     newest: int = 0  # the kernel's decision count at the newest sample
+    median: float = 0.0  # (upper) median of `seconds`, kept at each sample (a decision reads it, cheaply)
 
-    def median(self) -> float:
-        return statistics.median(self.seconds)
+    def add(self, seconds: float, decision: int) -> None:
+        self.seconds.append(max(seconds, 0.0))
+        ordered = sorted(self.seconds)
+        self.median = ordered[len(ordered) // 2]  # the upper median: statistics.median costs µs here
+        self.newest = decision
 
 
 @dataclass
@@ -63,8 +66,7 @@ class DeviceCost:
             cost.warmed = True
             return
         self.samples += 1
-        cost.seconds.append(max(seconds, 0.0))
-        cost.newest = decision
+        cost.add(seconds, decision)
 
     def known(self, elements: int) -> BandCost | None:
         """The band's costs when they rest on enough samples to predict from."""
@@ -84,16 +86,12 @@ class KernelModel:
     def choose(self, elements: int, copy_gpu: float, copy_cpu: float) -> Device:
         """The device predicted faster (copies to it included), or the one to explore."""
         self.decisions += 1
-        known = {device: cost.known(elements) for device, cost in self.lines.items()}
-        for device, cost in known.items():
-            if cost is None:
-                return self._note(elements, device, -1.0, -1.0)
-        gpu, cpu = known[Device.GPU], known[Device.CPU]
-        assert gpu is not None and cpu is not None
-        on_gpu, on_cpu = gpu.median() + copy_gpu, cpu.median() + copy_cpu
-        best, other = (Device.GPU, Device.CPU) if on_gpu <= on_cpu else (Device.CPU, Device.GPU)
-        stale = known[other]
-        if stale is not None and self.decisions - stale.newest >= REPROBE_EVERY:
+        gpu, cpu = self.lines[Device.GPU].known(elements), self.lines[Device.CPU].known(elements)
+        if gpu is None or cpu is None:  # too few samples near this size: try the device lacking them
+            return self._note(elements, Device.GPU if gpu is None else Device.CPU, -1.0, -1.0)
+        on_gpu, on_cpu = gpu.median + copy_gpu, cpu.median + copy_cpu
+        best, other, stale = (Device.GPU, Device.CPU, cpu) if on_gpu <= on_cpu else (Device.CPU, Device.GPU, gpu)
+        if self.decisions - stale.newest >= REPROBE_EVERY:
             stale.newest = self.decisions  # one re-probe per REPROBE_EVERY, whatever it measures
             return self._note(elements, other, -1.0, -1.0)
         return self._note(elements, best, min(on_gpu, on_cpu), max(on_gpu, on_cpu))
@@ -113,7 +111,7 @@ class KernelModel:
         band's smallest count) and the last decisions."""
         out: dict[str, object] = {}
         for device, cost in self.lines.items():
-            medians = {str(1 << (b - 1)): round(c.median() * 1e6, 1) for b, c in sorted(cost.bands.items()) if c.seconds}
+            medians = {str(1 << (b - 1)): round(c.median * 1e6, 1) for b, c in sorted(cost.bands.items()) if c.seconds}
             out[str(device)] = {"samples": cost.samples, "median_us_from_elements": medians}
         out["decisions"] = self.decisions
         out["last"] = [{"elements": n, "device": str(d), "why": "exploring" if t < 0 else
