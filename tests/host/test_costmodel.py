@@ -86,3 +86,13 @@ def test_the_snapshot_report_shows_each_device_and_the_decisions() -> None:
         assert isinstance(entry, dict) and entry["samples"] >= 2 and "4096" in entry["median_us_from_elements"]
     last = report["last"]
     assert isinstance(last, list) and last[-1]["device"] == "CPU" and last[-1]["why"].startswith("predicted")
+
+
+def test_a_move_back_is_spread_over_the_next_dispatches() -> None:
+    """After a GPU re-probe the output lives on the GPU: reading it back for a CPU kernel that is
+    faster by more than an eighth of the copy must not keep the kernel on the GPU."""
+    model = KernelModel()
+    costs: dict[Device, Cost] = {Device.GPU: gpu_flat, Device.CPU: lambda n: 165e-6}
+    assert ladder(model, [16384], costs)[16384] == [Device.CPU] * 7
+    assert model.choose(16384, 0.0, 65e-6) is Device.CPU  # a 64 KiB readback at 1 ns per byte
+    assert model.choose(16384, 0.0, 1e-3) is Device.GPU  # one that costs more than 8 dispatches' gain

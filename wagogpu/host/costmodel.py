@@ -9,7 +9,8 @@ rests only on what was observed near that size: each (device, band) keeps the me
 BAND_SAMPLES dispatches (a band is a factor of 2 in elements), with the band's first dispatch
 dropped (buffer allocation, pipeline warm-up) and the copies a dispatch made taken out of its time
 (they are priced separately: a buffer current only on the other device must move first, per byte
-at DEFAULT_NS_PER_BYTE or the rate the copies were measured at). A device with fewer than
+at DEFAULT_NS_PER_BYTE or the rate the copies were measured at, spread over COPY_AMORTIZED
+dispatches since the buffer then stays on the device it moved to). A device with fewer than
 MIN_SAMPLES samples in a dispatch's band is tried there (exploration is forced, whatever the other
 device's prediction), and a device not chosen is re-probed once its band's newest sample is
 REPROBE_EVERY decisions old, so a device that got faster is found again at bounded cost.
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 BAND_SAMPLES = 5  # recent dispatches kept per (device, band); the prediction is their median
 MIN_SAMPLES = 2  # samples a device needs in a band before its prediction there is trusted
 REPROBE_EVERY = 64  # decisions after which the device not chosen is tried again in that band
+COPY_AMORTIZED = 8  # dispatches a move is spread over (the buffers stay where they moved); priced
+# whole, the first device to hold a buffer would keep every kernel that touches it
 DECAY = 0.9  # weight kept by the old copy rate at each measured copy
 DEFAULT_NS_PER_BYTE = 1.0  # a copy between device and host before any was measured
 
@@ -89,7 +92,7 @@ class KernelModel:
         gpu, cpu = self.lines[Device.GPU].known(elements), self.lines[Device.CPU].known(elements)
         if gpu is None or cpu is None:  # too few samples near this size: try the device lacking them
             return self._note(elements, Device.GPU if gpu is None else Device.CPU, -1.0, -1.0)
-        on_gpu, on_cpu = gpu.median + copy_gpu, cpu.median + copy_cpu
+        on_gpu, on_cpu = gpu.median + copy_gpu / COPY_AMORTIZED, cpu.median + copy_cpu / COPY_AMORTIZED
         best, other, stale = (Device.GPU, Device.CPU, cpu) if on_gpu <= on_cpu else (Device.CPU, Device.GPU, gpu)
         if self.decisions - stale.newest >= REPROBE_EVERY:
             stale.newest = self.decisions  # one re-probe per REPROBE_EVERY, whatever it measures
