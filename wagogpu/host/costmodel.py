@@ -44,7 +44,6 @@ def band(elements: int) -> int:
 class BandCost:
     """One (device, band)'s recent dispatch times."""
 
-    warmed: bool = False  # the band's first (cold) dispatch went by
     seconds: deque[float] = field(default_factory=lambda: deque(maxlen=BAND_SAMPLES))
     newest: int = 0  # the kernel's decision count at the newest sample
     median: float = 0.0  # (upper) median of `seconds`, kept at each sample (a decision reads it, cheaply)
@@ -64,9 +63,9 @@ class DeviceCost:
     bands: dict[int, BandCost] = field(default_factory=dict)
 
     def add(self, elements: int, seconds: float, decision: int) -> None:
-        cost = self.bands.setdefault(band(elements), BandCost())
-        if not cost.warmed:
-            cost.warmed = True
+        cost = self.bands.get(band(elements))
+        if cost is None:  # the band's first (cold) dispatch: not a sample
+            self.bands[band(elements)] = BandCost()
             return
         self.samples += 1
         cost.add(seconds, decision)
