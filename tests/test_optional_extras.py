@@ -17,7 +17,8 @@ def test_the_suite_collects_without_the_optional_extras(tmp_path):
     for name in EXTRAS:
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed (test stand-in)')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]  # where the deps may live
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT), *inherited])}
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     tail = proc.stdout[-3000:] + proc.stderr[-2000:]

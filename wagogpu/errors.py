@@ -1,11 +1,12 @@
 """The exceptions a caller of wagogpu catches. A leaf: it imports nothing of the package.
 
-CompileError lives with the compiler (wagogpu.compiler); ``wagogpu.errors.CompileError`` reaches
-it lazily so that importing this module never loads the compiler.
+CompileError is defined here too (the compiler raises it and re-exports it from
+wagogpu.compiler.contract), so the ABI layer, which raises ConfigError, never reaches up into the
+compiler through this module.
 """
 from __future__ import annotations
 
-from typing import Any
+import enum
 
 __all__ = ["ConfigError", "ModuleError", "GpuRequiredError", "CompileError"]
 
@@ -38,9 +39,22 @@ class GpuRequiredError(RuntimeError):
     """require_gpu=True and no hardware adapter opened."""
 
 
-def __getattr__(name: str) -> Any:
-    if name == "CompileError":
-        from .compiler.contract import CompileError
+class CompileErrorKind(enum.IntEnum):
+    INVALID_CONTRACT = 1
+    UNSUPPORTED = 2
+    LIMIT = 3
 
-        return CompileError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+class CompileError(Exception):
+    """A kernel or module the compiler cannot accept; .kind says whether that is the guest's fault."""
+
+    def __init__(self, kind: CompileErrorKind, message: str):
+        super().__init__(message)
+        self.kind = CompileErrorKind(kind)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"CompileError({self.kind.name}, {self.message!r})"

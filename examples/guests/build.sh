@@ -28,7 +28,8 @@ ROOT=$(cd "$EXAMPLES/.." && pwd)
 # Fixed flags: Wasm MVP instruction set (no bulk-memory/sign-ext/multivalue surprises for other
 # runtimes), small and stripped, 64 KiB shadow stack, no entry point, only the listed exports.
 ZIG_FLAGS=(-target wasm32-freestanding -mcpu=mvp -O ReleaseSmall -fno-entry -fstrip -fsingle-threaded --stack 65536)
-CC_FLAGS=(-target wasm32-freestanding -mcpu=mvp -O2 -nostdlib -s -Wl,--no-entry -Wl,-z,stack-size=65536)
+CC_FLAGS=(-target wasm32-freestanding -mcpu=mvp -O2 -nostdlib -s -Wl,--no-entry -Wl,-z,stack-size=65536
+  -I "$ROOT/include")  # include/wago_gpu_v1.h: the generated imports (tools/gen_guest_headers.py)
 ASC_FLAGS=(-O3 --runtime stub --noAssert --transform ./as/dotted-exports.mjs)
 
 DOUBLE_EXPORTS=(run wago_gpu.kernel.double wago_gpu.cpu.double)
@@ -57,6 +58,16 @@ go_root() {
 }
 
 exports() { local e; for e in "$@"; do printf -- '--export=%s\n' "$e"; done; }
+
+# A Zig guest: its root file, with the generated include/wago_gpu_v1.zig as the module
+# `wago_gpu_v1` (tools/gen_guest_headers.py); the flags apply to both modules.
+zig_guest() { # root.zig output.wasm exports...
+  local root=$1 out=$2
+  shift 2
+  # shellcheck disable=SC2046
+  zig build-exe "${ZIG_FLAGS[@]}" $(exports "$@") --dep wago_gpu_v1 -Mroot="$root" \
+    "${ZIG_FLAGS[@]}" -Mwago_gpu_v1="$ROOT/include/wago_gpu_v1.zig" -femit-bin="$out"
+}
 
 skip_as() { [[ "${GUESTS_SKIP_AS:-0}" == 1 ]]; }
 
@@ -87,14 +98,11 @@ build_into() { # outdir (gets guests/ and saxpy/)
   ensure_pip_package ziglang "$ZIG_VERSION" "$PYTHON" -m ziglang version
   # Relative source paths: nothing path-dependent reaches the output.
   cd "$HERE"
-  # shellcheck disable=SC2046
-  zig build-exe double.zig "${ZIG_FLAGS[@]}" $(exports "${DOUBLE_EXPORTS[@]}") -femit-bin="$out/guests/double.wasm"
-  # shellcheck disable=SC2046
-  zig build-exe mandelbrot.zig "${ZIG_FLAGS[@]}" $(exports "${MANDEL_EXPORTS[@]}") -femit-bin="$out/guests/mandelbrot.wasm"
+  zig_guest double.zig "$out/guests/double.wasm" "${DOUBLE_EXPORTS[@]}"
+  zig_guest mandelbrot.zig "$out/guests/mandelbrot.wasm" "${MANDEL_EXPORTS[@]}"
   zig cc "${CC_FLAGS[@]}" -o "$out/guests/double_c.wasm" double.c
   cd "$EXAMPLES/saxpy"
-  # shellcheck disable=SC2046
-  zig build-exe saxpy.zig "${ZIG_FLAGS[@]}" $(exports "${SAXPY_EXPORTS[@]}") -femit-bin="$out/saxpy/saxpy_zig.wasm"
+  zig_guest saxpy.zig "$out/saxpy/saxpy_zig.wasm" "${SAXPY_EXPORTS[@]}"
   zig cc "${CC_FLAGS[@]}" -o "$out/saxpy/saxpy_c.wasm" saxpy.c
   if skip_as; then
     echo "skipping the AssemblyScript guest (GUESTS_SKIP_AS=1)"
@@ -121,7 +129,7 @@ go_check() {
   go="$(go_root)/bin/go"
   local work
   work=$(mktemp -d)
-  cp "$ROOT/examples/tinygo/guest.go" "$work/"
+  cp "$ROOT/examples/tinygo/guest.go" "$ROOT/examples/tinygo/wago_gpu_v1.go" "$work/"
   (
     cd "$work"
     export GOOS=wasip1 GOARCH=wasm GOTOOLCHAIN=local GOFLAGS= GO111MODULE=on GOCACHE="$work/cache"
@@ -130,9 +138,9 @@ go_check() {
       echo "examples/tinygo/guest.go is not gofmt-formatted" >&2
       exit 1
     fi
-    "$go" vet guest.go
-    "$go" build -trimpath -ldflags="-s -w -buildid=" -buildmode=c-shared -o guest_go.wasm guest.go
-  )
+    "$go" vet guest.go wago_gpu_v1.go
+    "$go" build -trimpath -ldflags="-s -w -buildid=" -buildmode=c-shared -o guest_go.wasm guest.go wago_gpu_v1.go
+  ) || { rm -rf "$work"; return 1; }  # go_check runs under `||`, where set -e does not stop it
   echo "examples/tinygo/guest.go: gofmt, vet and standard-Go build OK"
   rm -rf "$work"
 }

@@ -16,24 +16,12 @@
 //! ran, the ABI status (2..12) of the first failing import, or 99 when the
 //! copied-back output is not [2,4,6,8].
 //!
-//! Build (see build.sh, which pins the toolchain):
-//!   python -m ziglang build-exe double.zig -target wasm32-freestanding \
-//!     -O ReleaseSmall -fno-entry -rdynamic -fstrip -femit-bin=double.wasm
+//! Build: build.sh (it pins the toolchain and passes the generated include/wago_gpu_v1.zig as the
+//! module wago_gpu_v1; the exact command is in README.md).
 
-// ---- wago_gpu_v1 imports (names and signatures exactly as in abi_v1.json) ----
-extern "wago_gpu_v1" fn createBufferPacked(element_type: i32, count: i32) i64;
-extern "wago_gpu_v1" fn freeBuffer(handle: i32) i32;
-extern "wago_gpu_v1" fn bindBuffer(slot: i32, handle: i32) i32;
-extern "wago_gpu_v1" fn getBuffer(slot: i32) i32;
-extern "wago_gpu_v1" fn dispatch(kernel_id: i32, count: i32) i32;
-extern "wago_gpu_v1" fn setBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
-extern "wago_gpu_v1" fn copyBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
-extern "wago_gpu_v1" fn readBufferF32(handle: i32, index: i32) f32;
-extern "wago_gpu_v1" fn writeBufferF32(handle: i32, index: i32, value: f32) void;
+// ---- wago_gpu_v1 imports: the generated include/wago_gpu_v1.zig (tools/gen_guest_headers.py) ----
+const abi = @import("wago_gpu_v1");
 
-const TYPE_F32: i32 = 8;
-const STATUS_OK: i32 = 0;
-const STATUS_CPU_FALLBACK: i32 = 1;
 const KERNEL_DOUBLE: i32 = 1;
 const SLOT_IN: i32 = 0;
 const SLOT_OUT: i32 = 1;
@@ -46,14 +34,14 @@ var output: [4]f32 = .{ 0.0, 0.0, 0.0, 0.0 };
 /// GPU kernel: one element. Must stay inside the GPU subset: constant slot
 /// numbers, the index parameter used unchanged, only f32 mul.
 fn kernelDouble(index: i32) callconv(.c) void {
-    writeBufferF32(getBuffer(SLOT_OUT), index, readBufferF32(getBuffer(SLOT_IN), index) * 2.0);
+    abi.writeBufferF32(abi.getBuffer(SLOT_OUT), index, abi.readBufferF32(abi.getBuffer(SLOT_IN), index) * 2.0);
 }
 
 /// CPU runner: the same work for indices 0..count-1 through the scalar imports.
 fn cpuDouble(count: i32) callconv(.c) void {
     var i: i32 = 0;
     while (i < count) : (i += 1) {
-        writeBufferF32(getBuffer(SLOT_OUT), i, readBufferF32(getBuffer(SLOT_IN), i) * 2.0);
+        abi.writeBufferF32(abi.getBuffer(SLOT_OUT), i, abi.readBufferF32(abi.getBuffer(SLOT_IN), i) * 2.0);
     }
 }
 
@@ -75,22 +63,22 @@ fn addr(ptr: anytype) i32 {
 }
 
 fn runWith(a: i32, b: i32) i32 {
-    var st = setBuffer32(a, 0, 0, addr(&input), N);
-    if (st != STATUS_OK) return st;
-    st = bindBuffer(SLOT_IN, a);
-    if (st != STATUS_OK) return st;
-    st = bindBuffer(SLOT_OUT, b);
-    if (st != STATUS_OK) return st;
+    var st = abi.setBuffer32(a, 0, 0, addr(&input), N);
+    if (st != abi.Status.OK) return st;
+    st = abi.bindBuffer(SLOT_IN, a);
+    if (st != abi.Status.OK) return st;
+    st = abi.bindBuffer(SLOT_OUT, b);
+    if (st != abi.Status.OK) return st;
 
-    const ds = dispatch(KERNEL_DOUBLE, N);
-    if (ds == STATUS_CPU_FALLBACK) {
+    const ds = abi.dispatch(KERNEL_DOUBLE, N);
+    if (ds == abi.Status.CPU_FALLBACK) {
         cpuDouble(N);
-    } else if (ds != STATUS_OK) {
+    } else if (ds != abi.Status.OK) {
         return ds;
     }
 
-    st = copyBuffer32(b, 0, 0, addr(&output), N);
-    if (st != STATUS_OK) return st;
+    st = abi.copyBuffer32(b, 0, 0, addr(&output), N);
+    if (st != abi.Status.OK) return st;
     for (output, 0..) |v, i| {
         if (v != 2.0 * @as(f32, @floatFromInt(i + 1))) return RESULT_MISMATCH;
     }
@@ -99,21 +87,21 @@ fn runWith(a: i32, b: i32) i32 {
 
 export fn run() i32 {
     output = .{ 0.0, 0.0, 0.0, 0.0 };
-    const pa = createBufferPacked(TYPE_F32, N);
-    if (packedStatus(pa) != STATUS_OK) return packedStatus(pa);
+    const pa = abi.createBufferPacked(abi.ElementType.F32, N);
+    if (packedStatus(pa) != abi.Status.OK) return packedStatus(pa);
     const a = packedHandle(pa);
-    const pb = createBufferPacked(TYPE_F32, N);
-    if (packedStatus(pb) != STATUS_OK) {
-        _ = freeBuffer(a);
+    const pb = abi.createBufferPacked(abi.ElementType.F32, N);
+    if (packedStatus(pb) != abi.Status.OK) {
+        _ = abi.freeBuffer(a);
         return packedStatus(pb);
     }
     const b = packedHandle(pb);
 
     const result = runWith(a, b);
-    const fa = freeBuffer(a);
-    const fb = freeBuffer(b);
-    if (result != STATUS_OK and result != STATUS_CPU_FALLBACK) return result;
-    if (fa != STATUS_OK) return fa;
-    if (fb != STATUS_OK) return fb;
+    const fa = abi.freeBuffer(a);
+    const fb = abi.freeBuffer(b);
+    if (result != abi.Status.OK and result != abi.Status.CPU_FALLBACK) return result;
+    if (fa != abi.Status.OK) return fa;
+    if (fb != abi.Status.OK) return fb;
     return result;
 }

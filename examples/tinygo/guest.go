@@ -16,7 +16,7 @@
 //
 //	tinygo build -target=wasm-unknown -scheduler=none -panic=trap \
 //	  -gc=leaking -opt=2 -no-debug -o examples/tinygo/guest.wasm \
-//	  examples/tinygo/guest.go
+//	  examples/tinygo/guest.go examples/tinygo/wago_gpu_v1.go
 //
 // A host calls the module's _initialize export (when present) before run.
 // Host configuration (Python):
@@ -33,42 +33,15 @@ package main
 
 import "unsafe"
 
-//go:wasmimport wago_gpu_v1 createBufferPacked
-func createBufferPacked(elementType, count int32) int64
-
-//go:wasmimport wago_gpu_v1 freeBuffer
-func freeBuffer(handle int32) int32
-
-//go:wasmimport wago_gpu_v1 bindBuffer
-func bindBuffer(slot, handle int32) int32
-
-//go:wasmimport wago_gpu_v1 getBuffer
-func getBuffer(slot int32) int32
-
-//go:wasmimport wago_gpu_v1 dispatch
-func dispatch(kernelID, count int32) int32
-
-//go:wasmimport wago_gpu_v1 setBuffer32
-func setBuffer32(handle, bufferOffset, memoryIndex, guestByteOffset, count int32) int32
-
-//go:wasmimport wago_gpu_v1 copyBuffer32
-func copyBuffer32(handle, bufferOffset, memoryIndex, guestByteOffset, count int32) int32
-
-//go:wasmimport wago_gpu_v1 readBufferF32
-func readBufferF32(handle, index int32) float32
-
-//go:wasmimport wago_gpu_v1 writeBufferF32
-func writeBufferF32(handle, index int32, value float32)
+// The wago_gpu_v1 imports (createBufferPacked, getBuffer, readBufferF32, ...) are declared in
+// wago_gpu_v1.go, generated from the ABI table by tools/gen_guest_headers.py.
 
 const (
-	typeF32           int32 = 8
-	statusOK          int32 = 0
-	statusCPUFallback int32 = 1
-	kernelDoubleID    int32 = 1
-	slotIn            int32 = 0
-	slotOut           int32 = 1
-	elements          int32 = 4
-	resultMismatch    int32 = 99
+	kernelDoubleID int32 = 1
+	slotIn         int32 = 0
+	slotOut        int32 = 1
+	elements       int32 = 4
+	resultMismatch int32 = 99
 )
 
 var (
@@ -109,24 +82,24 @@ func unpack(packed int64) (handle, status int32) {
 }
 
 func runWith(a, b int32) int32 {
-	if st := setBuffer32(a, 0, 0, guestAddress(&input[0]), elements); st != statusOK {
+	if st := setBuffer32(a, 0, 0, guestAddress(&input[0]), elements); st != StatusOk {
 		return st
 	}
-	if st := bindBuffer(slotIn, a); st != statusOK {
+	if st := bindBuffer(slotIn, a); st != StatusOk {
 		return st
 	}
-	if st := bindBuffer(slotOut, b); st != statusOK {
+	if st := bindBuffer(slotOut, b); st != StatusOk {
 		return st
 	}
 	ds := dispatch(kernelDoubleID, elements)
 	switch ds {
-	case statusOK:
-	case statusCPUFallback:
+	case StatusOk:
+	case StatusCpuFallback:
 		doubleAll(elements)
 	default:
 		return ds
 	}
-	if st := copyBuffer32(b, 0, 0, guestAddress(&output[0]), elements); st != statusOK {
+	if st := copyBuffer32(b, 0, 0, guestAddress(&output[0]), elements); st != StatusOk {
 		return st
 	}
 	for i, v := range output {
@@ -140,25 +113,25 @@ func runWith(a, b int32) int32 {
 //go:wasmexport run
 func run() int32 {
 	output = [4]float32{}
-	a, st := unpack(createBufferPacked(typeF32, elements))
-	if st != statusOK {
+	a, st := unpack(createBufferPacked(TypeF32, elements))
+	if st != StatusOk {
 		return st
 	}
-	b, st := unpack(createBufferPacked(typeF32, elements))
-	if st != statusOK {
+	b, st := unpack(createBufferPacked(TypeF32, elements))
+	if st != StatusOk {
 		freeBuffer(a)
 		return st
 	}
 	result := runWith(a, b)
 	fa := freeBuffer(a)
 	fb := freeBuffer(b)
-	if result != statusOK && result != statusCPUFallback {
+	if result != StatusOk && result != StatusCpuFallback {
 		return result
 	}
-	if fa != statusOK {
+	if fa != StatusOk {
 		return fa
 	}
-	if fb != statusOK {
+	if fb != StatusOk {
 		return fb
 	}
 	return result

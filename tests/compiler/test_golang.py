@@ -19,7 +19,7 @@ from wagogpu.compiler.gobody import Body, CONST, LOCAL
 from wagogpu.compiler.gonumeric import fold
 from wagogpu.compiler.gotrace import trace_kernel
 from wagogpu.compiler.intrinsics import I32, I64
-from wagogpu.compiler.opnames import skip_locals, walk
+from wagogpu.compiler.optable import skip_locals, walk
 from wagogpu.compiler.reader import Reader
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "wasm"

@@ -35,6 +35,8 @@ AS_DIR = SRC / "as"
 
 # Flags common to every level of a language (the level's own flags are in cells.py).
 C_FLAGS = ("-target", "wasm32-wasi", "-mexec-model=reactor", "-s")  # reactor: no _start, no WASI imports
+INCLUDE = HERE.parent.parent / "include"  # the generated guest ABI headers (tools/gen_guest_headers.py)
+C_FLAGS += ("-I", str(INCLUDE))
 C_SOURCES = ("kernels.c", "driver.c")
 ZIG_FLAGS = ("-target", "wasm32-freestanding", "-fno-entry", "-rdynamic", "-fstrip")
 AS_FLAGS = ("--transform", "./exports.mjs", "--use", "abort=")  # abort= : failed checks trap, no env.abort import
@@ -106,8 +108,10 @@ class Toolchains:
 
     def build_zig(self, cell: Cell, out: Path) -> None:
         with tempfile.TemporaryDirectory() as cache:  # keeps .zig-cache out of the source folder
-            run([*self.zig, "build-exe", "corpus.zig", *ZIG_FLAGS, *cell.flags, "--cache-dir", cache,
-                 f"-femit-bin={out}"], SRC / "zig")
+            flags = (*ZIG_FLAGS, *cell.flags)  # for both modules: the corpus and the generated ABI
+            run([*self.zig, "build-exe", *flags, "--dep", "wago_gpu_v1", "-Mroot=corpus.zig", *flags,
+                 f"-Mwago_gpu_v1={INCLUDE / 'wago_gpu_v1.zig'}", "--cache-dir", cache, f"-femit-bin={out}"],
+                SRC / "zig")
 
     def build_as(self, cell: Cell, out: Path) -> None:
         run([*self.asc, "kernels.ts", *AS_FLAGS, *cell.flags, "-o", str(out)], AS_DIR)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wagogpu import Access, BindingConfig, ElementType, KernelConfig
+from wagogpu.abi.table import TYPE_INFO, NumberKind
 
 from .languages import ALL, NOT_GO, Language
 
@@ -24,13 +25,9 @@ I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 U32_MAX = 2**32 - 1
 INF, NAN = float("inf"), float("nan")
 
-DTYPES: dict[ElementType, type] = {
-    ElementType.I8: np.int8, ElementType.U8: np.uint8, ElementType.I16: np.int16, ElementType.U16: np.uint16,
-    ElementType.I32: np.int32, ElementType.U32: np.uint32, ElementType.F16: np.float16,
-    ElementType.F32: np.float32, ElementType.I64: np.int64, ElementType.U64: np.uint64,
-    ElementType.F64: np.float64,
-}
-FLOAT_TYPES = frozenset({ElementType.F16, ElementType.F32, ElementType.F64})
+# From the ABI table's element rows (numpy dtype name, number kind).
+DTYPES: dict[ElementType, type] = {t: np.dtype(info.numpy).type for t, info in TYPE_INFO.items()}
+FLOAT_TYPES = frozenset(t for t, info in TYPE_INFO.items() if info.kind is NumberKind.FLOAT)
 
 
 GO_TOO = ALL  # the kernels the Go cell has too

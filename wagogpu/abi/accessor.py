@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .table import GC_IMPORTS, IMPORTS_BY_NAME, SLOT_COUNT, TYPE_INFO, ElementType, Status
+from .table import GC_IMPORTS, IMPORTS_BY_NAME, SLOT_COUNT, TYPE_INFO, ElementType, Status, TypeInfo
 
 STATE_OFFSET = 0
 SLOTS_OFFSET = 32
@@ -99,26 +99,22 @@ _STORAGE = {  # gc storage -> (array.get, memory load, memory store, bytes)
 }
 GC_KINDS = tuple(_STORAGE)  # kind code = index + 1
 
-# One row per element type: scalar load/store and GC storage.  F16 converts through helpers.
-_OPS_ROWS = {
-    ElementType.I8: ("i32.load8_s", "i32.store8", "i8"),
-    ElementType.U8: ("i32.load8_u", "i32.store8", "i8"),
-    ElementType.I16: ("i32.load16_s", "i32.store16", "i16"),
-    ElementType.U16: ("i32.load16_u", "i32.store16", "i16"),
-    ElementType.I32: ("i32.load", "i32.store", "i32"),
-    ElementType.U32: ("i32.load", "i32.store", "i32"),
-    ElementType.F16: ("i32.load16_u\n    call $half_to_f32\n    f32.reinterpret_i32",
-                      "i32.reinterpret_f32\n    call $f32_to_half\n    i32.store16", "i16"),
-    ElementType.F32: ("f32.load", "f32.store", "f32"),
-    ElementType.I64: ("i64.load", "i64.store", "i64"),
-    ElementType.U64: ("i64.load", "i64.store", "i64"),
-    ElementType.F64: ("f64.load", "f64.store", "f64"),
-}
-OPS: dict[ElementType, AccessOps] = {
-    t: AccessOps(load, store, TYPE_INFO[t].stored_bytes.bit_length() - 1, TYPE_INFO[t].scalar, kind,
-                 *_STORAGE[kind])
-    for t, (load, store, kind) in _OPS_ROWS.items()
-}
+# F16 travels as binary16 bits in memory and as an f32 to the guest: its row's load and store
+# convert through the helpers below.
+_HALF_LOAD = "\n    call $half_to_f32\n    f32.reinterpret_i32"
+_HALF_STORE = "i32.reinterpret_f32\n    call $f32_to_half\n    "
+
+
+def _ops(info: TypeInfo) -> AccessOps:
+    """An element type's accessor code, from its ABI row; the GC storage is the stored form's."""
+    kind = info.wasm_load.split(".")[0] if info.stored_bytes >= 4 else f"i{8 * info.stored_bytes}"
+    load, store = info.wasm_load, info.wasm_store
+    if info.half:
+        load, store = load + _HALF_LOAD, _HALF_STORE + store
+    return AccessOps(load, store, info.stored_bytes.bit_length() - 1, info.scalar, kind, *_STORAGE[kind])
+
+
+OPS: dict[ElementType, AccessOps] = {t: _ops(info) for t, info in TYPE_INFO.items()}
 
 
 def gc_kind_code(element_type: ElementType) -> int:

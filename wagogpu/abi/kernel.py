@@ -35,7 +35,7 @@ LOOP_BUDGET_FIELD = "pad0"
 # u32 words per element on the GPU (an extension of the reference, whose 64-bit types stay on the
 # CPU): one for the types up to 32 bits (narrow ones zero-extended into the low bits), two for the
 # 64-bit types I64, U64 and F64, whose raw bits travel as they are stored (low word first).
-GPU_WORDS: dict[ElementType, int] = {t: 2 if info.stored_bytes == 8 else 1 for t, info in TYPE_INFO.items()}
+GPU_WORDS: dict[ElementType, int] = {t: info.gpu_words for t, info in TYPE_INFO.items()}
 ERROR_WORD_BYTES = 16  # array<atomic<u32>, 4>: word 0 holds the first KernelError raised
 
 

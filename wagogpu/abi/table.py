@@ -84,19 +84,46 @@ class Access(enum.IntEnum):
     READ_WRITE = 3
 
 
+class NumberKind(enum.Enum):
+    """What an element's bits mean."""
+
+    INT = "int"
+    UINT = "uint"
+    FLOAT = "float"
+
+
 @dataclass(frozen=True)
 class TypeInfo:
+    """One element type's row of abi_v1.json: every layer reads its facts from here (the accessor's
+    Wasm, the compiler's WGSL, the host's numpy views, the buffers' device stride, the test corpus)."""
+
     type: ElementType
     stored_bytes: int
     scalar: str  # Wasm value type used by readBuffer*/writeBuffer*
     gpu: bool  # the original subset's GPU types (one 32-bit word each); the 64-bit types also run on the
     # GPU, as two words each (docs/design/abi.md §1.2), past that subset
+    kind: NumberKind
+    numpy: str  # numpy dtype name of the stored form (F16: float16, i.e. binary16 bits), little-endian
+    wasm_load: str  # memory load of the stored form into `scalar` (F16: its bits, then half_to_f32)
+    wasm_store: str
+    gpu_words: int  # u32 words per element on the device: 1, or 2 (a vec2<u32>) for 64-bit types
+    wgsl_load: str  # WGSL load of one element's bits (u32; vec2<u32> if 64-bit; {} is the slot number)
+    wgsl_store: str  # WGSL wrapping of those bits stored as one element ({} is the value)
+
+    @property
+    def half(self) -> bool:
+        """Binary16: converted to and from f32 on every access."""
+        return self.kind is NumberKind.FLOAT and self.stored_bytes == 2
 
 
-TYPE_INFO: dict[ElementType, TypeInfo] = {
-    ElementType(e["id"]): TypeInfo(ElementType(e["id"]), e["stored_bytes"], e["scalar"], e["gpu"])
-    for e in _TABLE["element_types"]
-}
+def _type_info(e: dict[str, object]) -> TypeInfo:
+    """A TypeInfo from its JSON row (the fields in the dataclass's order, id as the ElementType)."""
+    fields = {name: e[name] for name in TypeInfo.__dataclass_fields__ if name != "type"}
+    fields["kind"] = NumberKind(e["kind"])
+    return TypeInfo(ElementType(e["id"]), **fields)  # type: ignore[arg-type]
+
+
+TYPE_INFO: dict[ElementType, TypeInfo] = {ElementType(e["id"]): _type_info(e) for e in _TABLE["element_types"]}
 
 
 @dataclass(frozen=True)

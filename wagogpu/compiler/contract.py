@@ -9,30 +9,10 @@ import enum
 from dataclasses import dataclass, field
 
 from ..abi.kernel import KernelError
+from ..errors import CompileError, CompileErrorKind  # defined in the leaf errors.py; the compiler's own names
 
 __all__ = ["CompileErrorKind", "CompileError", "KernelError", "KernelClass", "MemoryDecl", "KernelPlan",
            "ModuleContract"]
-
-
-class CompileErrorKind(enum.IntEnum):
-    INVALID_CONTRACT = 1
-    UNSUPPORTED = 2
-    LIMIT = 3
-
-
-class CompileError(Exception):
-    """A kernel or module the compiler cannot accept; .kind says whether that is the guest's fault."""
-
-    def __init__(self, kind: CompileErrorKind, message: str):
-        super().__init__(message)
-        self.kind = CompileErrorKind(kind)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-    def __repr__(self) -> str:
-        return f"CompileError({self.kind.name}, {self.message!r})"
 
 
 class KernelClass(enum.Enum):

@@ -10,7 +10,7 @@ from .frames import FrameKind
 from .inline import callee_return
 from .intrinsics import I32
 from .lowering import INVALID, LIMIT, Lowering
-from .prescan import OP_END
+from .optable import OP_END
 from .records import Record
 from .shadow import check_restored
 

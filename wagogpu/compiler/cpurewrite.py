@@ -16,7 +16,7 @@ from . import wasmencode as enc
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule
 from .intrinsics import F32, F64, I32, I64, IntrinsicKind
-from .opnames import Instruction, skip_locals, walk
+from .optable import Instruction, skip_locals, walk
 from .reader import Reader, ReaderError
 
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from . import reader as lim
 from .contract import CompileError, CompileErrorKind, MemoryDecl
 from .intrinsics import ABI_MODULE_BYTES, INTRINSICS_BY_NAME, Intrinsic
-from .reader import TRUNCATED, Reader, ReaderError
+from .reader import MAX_ENTRIES, TRUNCATED, Reader, ReaderError, entry_limit_error
 from .statics import GlobalDecl, Statics, read_data, read_globals
 
 INVALID = CompileErrorKind.INVALID_CONTRACT
@@ -82,21 +82,31 @@ def _fail(message: str) -> ReaderError:
 
 
 def _u32_at(r: Reader, pos: int) -> tuple[int, int]:
-    """(value, next position) of a u32 LEB128 at pos, via the bounded reader."""
-    r.pos = pos
-    value = r.u32()
-    return value, r.pos
-
-
-def _count_at(r: Reader, pos: int) -> tuple[int, int]:
-    """(count, next position) at pos; counts above MAX_ENTRIES raise CompileError(LIMIT)."""
+    """(value, next position) of a u32 LEB128 at pos: a one-byte value inline, else via the
+    bounded reader."""
     if pos < r.end:
         b = r.data[pos]
         if b < 0x80:
             return b, pos + 1
     r.pos = pos
-    value = r.count()
+    value = r.u32()
     return value, r.pos
+
+
+def _span_at(r: Reader, pos: int) -> tuple[int, int]:
+    """(start, end) of a size-prefixed span at pos (a name or a body), checked against the section."""
+    size, pos = _u32_at(r, pos)
+    if size > r.end - pos:
+        raise _fail(TRUNCATED)
+    return pos, pos + size
+
+
+def _count_at(r: Reader, pos: int) -> tuple[int, int]:
+    """(count, next position) at pos; counts above MAX_ENTRIES raise CompileError(LIMIT)."""
+    value, pos = _u32_at(r, pos)
+    if value > MAX_ENTRIES:
+        raise entry_limit_error()
+    return value, pos
 
 
 def _valtype(r: Reader) -> int:
@@ -116,11 +126,7 @@ _PLAIN_VALTYPES = bytes(b for b in range(256) if VALTYPE_KIND[b] == 1)
 def _valtypes(r: Reader, pos: int) -> tuple[bytes, int]:
     """A value-type vector at pos, one byte per type (the leading byte for ref types)."""
     data, end = r.data, r.end
-    if pos < end and data[pos] < 0x80:
-        n = data[pos]
-        pos += 1
-    else:
-        n, pos = _count_at(r, pos)
+    n, pos = _count_at(r, pos)
     if n <= end - pos:  # fast path: n plain one-byte types
         chunk = data[pos:pos + n]
         if not chunk.translate(None, _PLAIN_VALTYPES):
@@ -218,35 +224,16 @@ def _import_section(r: Reader, m: DecodedModule) -> None:
     intrinsics = INTRINSICS_BY_NAME
     n, pos = _count_at(r, r.pos)
     for _ in range(n):
-        # module name, field name: one-byte lengths inline
-        if pos < end and data[pos] < 0x80:
-            size = data[pos]
-            pos += 1
-        else:
-            size, pos = _u32_at(r, pos)
-        if size > end - pos:
-            raise _fail(TRUNCATED)
-        module = data[pos:pos + size]
-        pos += size
-        if pos < end and data[pos] < 0x80:
-            size = data[pos]
-            pos += 1
-        else:
-            size, pos = _u32_at(r, pos)
-        if size > end - pos:
-            raise _fail(TRUNCATED)
-        name = data[pos:pos + size]
-        pos += size
+        start, pos = _span_at(r, pos)
+        module = data[start:pos]
+        start, pos = _span_at(r, pos)
+        name = data[start:pos]
         if pos >= end:
             raise _fail(TRUNCATED)
         kind = data[pos]
         pos += 1
         if kind == 0:
-            if pos < end and data[pos] < 0x80:
-                type_index = data[pos]
-                pos += 1
-            else:
-                type_index, pos = _u32_at(r, pos)
+            type_index, pos = _u32_at(r, pos)
             intrinsic = intrinsics.get(name)
             bad = False
             if intrinsic is not None:
@@ -295,24 +282,12 @@ def _export_section(r: Reader, m: DecodedModule) -> None:
     exports = m.exports
     n, pos = _count_at(r, r.pos)
     for _ in range(n):
-        if pos < end and data[pos] < 0x80:
-            size = data[pos]
-            pos += 1
-        else:
-            size, pos = _u32_at(r, pos)
-        if size > end - pos:
-            raise _fail(TRUNCATED)
-        name = data[pos:pos + size]
-        pos += size
+        start, pos = _span_at(r, pos)
+        name = data[start:pos]
         if pos >= end:
             raise _fail(TRUNCATED)
         kind = data[pos]
-        pos += 1
-        if pos < end and data[pos] < 0x80:
-            index = data[pos]
-            pos += 1
-        else:
-            index, pos = _u32_at(r, pos)
+        index, pos = _u32_at(r, pos + 1)
         if kind == 0:
             if name in exports:
                 raise _fail("duplicate export")
@@ -321,19 +296,12 @@ def _export_section(r: Reader, m: DecodedModule) -> None:
 
 
 def _code_section(r: Reader, m: DecodedModule) -> None:
-    data, end = r.data, r.end
     bodies = m.bodies
     n, pos = _count_at(r, r.pos)
     for _ in range(n):
-        if pos < end and data[pos] < 0x80:
-            size = data[pos]
-            pos += 1
-        else:
-            size, pos = _u32_at(r, pos)
-        if size > end - pos:
-            raise _fail(TRUNCATED)
-        bodies.append((pos, pos + size))
-        pos += size
+        span = _span_at(r, pos)
+        bodies.append(span)
+        pos = span[1]
     r.pos = pos
 
 

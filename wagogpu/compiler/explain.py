@@ -18,8 +18,8 @@ from .golang import go_blockers, is_go_kernel
 from .contract import CompileError
 from .decoder import DecodedModule, decode_module
 from .names import NameKind, described
-from .opcodes import OPCODES
-from .opnames import Instruction, opcode_name, skip_locals, walk
+from .opcodes import LOWERING
+from .optable import Instruction, opcode_name, skip_locals, walk
 from .reader import ReaderError
 
 OP_CALL = 0x10
@@ -105,7 +105,7 @@ def _scan(module: DecodedModule, root: int) -> list[Blocker]:
         for ins in _instructions(module, function, defined, found):
             if ins.opcode == OP_CALL:
                 visit(ins.index)
-            elif ins.opcode in ALWAYS_CPU or (ins.opcode not in OPCODES and ins.opcode != 0xFC):
+            elif ins.opcode in ALWAYS_CPU or (ins.opcode not in LOWERING):
                 found.append(Blocker(BlockerKind.INSTRUCTION, ins.name, function, ins.at, "never runs on the GPU"))
         path.pop()
 

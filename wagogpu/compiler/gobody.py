@@ -12,6 +12,7 @@ import struct
 from typing import Callable
 
 from .intrinsics import F32, I32, I64
+from .wasmencode import sleb, uleb  # the one LEB128 encoder (re-exported for the go* modules)
 
 # A traced value: (kind, Wasm type, payload). CONST: payload is the value's bits; LOCAL: the output
 # local holding it; STACK: a Go stack address, payload its offset from the kernel's entry stack
@@ -21,27 +22,6 @@ Segment = tuple[bytes, dict[int, tuple[int, int]]]  # code cut out of the body, 
 CONST, LOCAL, STACK, G, GUARD = "const", "local", "stack", "g", "guard"
 WRAP, EXTENDS = b"\xa7", (b"\xac", b"\xad")  # i32.wrap_i64; i64.extend_i32_s / _u
 OP_LOCAL_GET, OP_LOCAL_SET, OP_IF, OP_END, OP_RETURN, OP_UNREACHABLE, EMPTY = 0x20, 0x21, 0x04, 0x0B, 0x0F, 0x00, 0x40
-
-
-def uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def sleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        done = (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40)
-        out.append(byte | (0 if done else 0x80))
-        if done:
-            return bytes(out)
 
 
 def const_bytes(wtype: int, bits: int) -> bytes:

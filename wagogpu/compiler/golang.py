@@ -16,7 +16,7 @@ from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule
 from .gotrace import trace_kernel
 from .intrinsics import I32, I64
-from .opnames import skip_locals
+from .optable import skip_locals
 from .reader import ReaderError
 
 WRAPPER_HEAD = bytes((0x23, 0x00, 0x45, 0x04, 0x40))  # global.get 0; i32.eqz; if (empty)

@@ -25,7 +25,7 @@ from .gobody import CONST, LOCAL, STACK, Body, Val
 from .gomemory import Blocked, Cells
 from .gomerge import Ended, merge_sides
 from .intrinsics import I32
-from .opnames import skip_locals, walk
+from .optable import skip_locals, walk
 from .reader import Reader
 
 MAX_STEPS = 400_000  # instructions traced over all paths of one kernel
@@ -128,12 +128,8 @@ class Tracer:
                 if self.steps > MAX_STEPS or len(self.body.code) > MAX_OUTPUT_BYTES:
                     raise CompileError(CompileErrorKind.LIMIT, "Go kernel: the traced paths exceed the kernel byte limit")
                 step(self, path)
-        except Blocked as stop_here:
-            self.blockers.append(stop_here.message)
-            self.body.end_path(True)
-            return False
-        except Ended:
-            return False
+        except (Blocked, Ended) as stop_here:
+            return self._stopped(stop_here)
         if path.fns:
             return True
         self.returned += 1
@@ -144,13 +140,16 @@ class Tracer:
         """Take one side of a fork (`setup` moves `path` to it), then run it (see run)."""
         try:
             setup(path)
-        except Blocked as stop_here:
+        except (Blocked, Ended) as stop_here:
+            return self._stopped(stop_here)
+        return self.run(path, stop)
+
+    def _stopped(self, stop_here: Blocked | Ended) -> bool:
+        """A path that stopped early (False): a blocked one records why and ends as blocked."""
+        if isinstance(stop_here, Blocked):
             self.blockers.append(stop_here.message)
             self.body.end_path(True)
-            return False
-        except Ended:
-            return False
-        return self.run(path, stop)
+        return False
 
     def fork(self, path: Path, cond: Val, taken: Callable[[Path], None], other: Callable[[Path], None]) -> None:
         """A branch on run-time value `cond`. Both sides run until the function the branch is in

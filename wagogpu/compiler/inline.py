@@ -30,14 +30,14 @@ from .frames import Frame, FrameKind
 from .intrinsics import F32, F64, I32, I64
 from .lowering import INVALID, LIMIT, UNSUPPORTED, Lowering
 from .names import NameKind, described
-from .opnames import skip_locals, walk
+from .optable import OP_END, skip_locals, walk
 from .prescan import prescan
 from .reader import Reader, ReaderError
 from .records import CONSTANT, Record
 from .shadow import check_joinable, check_restored
 from .constructs import TRAP
 
-OP_UNREACHABLE, OP_END = 0x00, 0x0B
+OP_UNREACHABLE = 0x00
 ESCAPES = frozenset((0x0E, 0x0F, 0x12, 0x13))  # br_table, return, return_call(_indirect): may leave the body
 
 PARAM_TYPES = frozenset((I32, F32, I64, F64))  # the value types a callee's parameters and results may have

@@ -20,13 +20,17 @@ row is integer code, so every result is bit-exact:
 from __future__ import annotations
 
 from .intrinsics import F32, I32, I64
-from .numeric import NumericOp, row
+from .numeric import NumericOp, call_row, row
 
 ZERO64 = "vec2<u32>(0u, 0u)"
 
 
 def _binary(expr: str, trap: str = "", helpers: tuple[str, ...] = ()) -> NumericOp:
     return row((I64, I64), I64, "pp", "p", expr, trap, helpers)
+
+
+def _binary_call(name: str, trap: str = "") -> NumericOp:
+    return call_row(name, (I64, I64), I64, "pp", "p", trap)
 
 
 def _unary(expr: str, helpers: tuple[str, ...] = ()) -> NumericOp:
@@ -59,23 +63,23 @@ NUMERIC: dict[int, NumericOp] = {
     0x79: _unary("vec2<u32>(i64_clz({0}), 0u)", ("i64_clz",)),  # i64.clz
     0x7A: _unary("vec2<u32>(i64_ctz({0}), 0u)", ("i64_ctz",)),  # i64.ctz
     0x7B: _unary("vec2<u32>(countOneBits({0}.x) + countOneBits({0}.y), 0u)"),  # i64.popcnt
-    0x7C: _binary(_call("i64_add"), helpers=("i64_add",)),  # i64.add
-    0x7D: _binary(_call("i64_sub"), helpers=("i64_sub",)),  # i64.sub
-    0x7E: _binary(_call("i64_mul"), helpers=("i64_mul",)),  # i64.mul
-    0x7F: _binary(_call("i64_div_s"), f"{ZERO_DIVISOR} || {SIGNED_OVERFLOW}", ("i64_div_s",)),  # i64.div_s
-    0x80: _binary(_call("i64_div_u"), ZERO_DIVISOR, ("i64_div_u",)),  # i64.div_u
-    0x81: _binary(_call("i64_rem_s"), ZERO_DIVISOR, ("i64_rem_s",)),  # i64.rem_s
-    0x82: _binary(_call("i64_rem_u"), ZERO_DIVISOR, ("i64_rem_u",)),  # i64.rem_u
+    0x7C: _binary_call("i64_add"),  # i64.add
+    0x7D: _binary_call("i64_sub"),  # i64.sub
+    0x7E: _binary_call("i64_mul"),  # i64.mul
+    0x7F: _binary_call("i64_div_s", f"{ZERO_DIVISOR} || {SIGNED_OVERFLOW}"),  # i64.div_s
+    0x80: _binary_call("i64_div_u", ZERO_DIVISOR),  # i64.div_u
+    0x81: _binary_call("i64_rem_s", ZERO_DIVISOR),  # i64.rem_s
+    0x82: _binary_call("i64_rem_u", ZERO_DIVISOR),  # i64.rem_u
     0x83: _binary("({0} & {1})"),  # i64.and
     0x84: _binary("({0} | {1})"),  # i64.or
     0x85: _binary("({0} ^ {1})"),  # i64.xor
-    0x86: _binary(_call("i64_shl"), helpers=("i64_shl",)),  # i64.shl
-    0x87: _binary(_call("i64_shr_s"), helpers=("i64_shr_s",)),  # i64.shr_s
-    0x88: _binary(_call("i64_shr_u"), helpers=("i64_shr_u",)),  # i64.shr_u
-    0x89: _binary(_call("i64_rotl"), helpers=("i64_rotl",)),  # i64.rotl
-    0x8A: _binary(_call("i64_rotr"), helpers=("i64_rotr",)),  # i64.rotr
+    0x86: _binary_call("i64_shl"),  # i64.shl
+    0x87: _binary_call("i64_shr_s"),  # i64.shr_s
+    0x88: _binary_call("i64_shr_u"),  # i64.shr_u
+    0x89: _binary_call("i64_rotl"),  # i64.rotl
+    0x8A: _binary_call("i64_rotr"),  # i64.rotr
     0xA7: row((I64,), I32, "p", "u", "{0}.x"),  # i32.wrap_i64
-    0xAC: row((I32,), I64, "u", "p", "i64_from_i32({0})", helpers=("i64_from_i32",)),  # i64.extend_i32_s
+    0xAC: call_row("i64_from_i32", (I32,), I64, "u", "p"),  # i64.extend_i32_s
     0xAD: row((I32,), I64, "u", "p", "vec2<u32>({0}, 0u)"),  # i64.extend_i32_u
     # i64.trunc_f32_s: valid for -2^63 <= x < 2^63, i.e. bits < 0x5f000000 or 0x80000000..0xdf000000
     0xAE: row((F32,), I64, "u", "p", "f32_to_i64({0})",
@@ -83,8 +87,8 @@ NUMERIC: dict[int, NumericOp] = {
     # i64.trunc_f32_u: valid for -1 < x < 2^64, i.e. bits < 0x5f800000 or 0x80000000..0xbf7fffff
     0xAF: row((F32,), I64, "u", "p", "f32_to_u64({0})",
               "select({0} >= 0x5f800000u, {0} >= 0xbf800000u, {0} >= 0x80000000u)", ("f32_to_u64",), True),
-    0xB4: row((I64,), F32, "p", "u", "i64_to_f32({0})", helpers=("i64_to_f32",), is_float=True),  # f32.convert_i64_s
-    0xB5: row((I64,), F32, "p", "u", "u64_to_f32({0})", helpers=("u64_to_f32",), is_float=True),  # f32.convert_i64_u
+    0xB4: call_row("i64_to_f32", (I64,), F32, "p", "u", is_float=True),  # f32.convert_i64_s
+    0xB5: call_row("u64_to_f32", (I64,), F32, "p", "u", is_float=True),  # f32.convert_i64_u
     0xC2: _unary("i64_from_i32(bitcast<u32>(bitcast<i32>({0}.x << 24u) >> 24u))", ("i64_from_i32",)),  # extend8_s
     0xC3: _unary("i64_from_i32(bitcast<u32>(bitcast<i32>({0}.x << 16u) >> 16u))", ("i64_from_i32",)),  # extend16_s
     0xC4: _unary("i64_from_i32({0}.x)", ("i64_from_i32",)),  # i64.extend32_s
@@ -92,10 +96,8 @@ NUMERIC: dict[int, NumericOp] = {
 
 # 0xFC-prefixed instructions, by sub-opcode.
 SATURATING: dict[int, NumericOp] = {
-    0x04: row((F32,), I64, "u", "p", "f32_to_i64_sat({0})", helpers=("f32_to_i64_sat",),
-              is_float=True),  # i64.trunc_sat_f32_s
-    0x05: row((F32,), I64, "u", "p", "f32_to_u64_sat({0})", helpers=("f32_to_u64_sat",),
-              is_float=True),  # i64.trunc_sat_f32_u
+    0x04: call_row("f32_to_i64_sat", (F32,), I64, "u", "p", is_float=True),  # i64.trunc_sat_f32_s
+    0x05: call_row("f32_to_u64_sat", (F32,), I64, "u", "p", is_float=True),  # i64.trunc_sat_f32_u
 }
 
 HELPERS: dict[str, str] = {

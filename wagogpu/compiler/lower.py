@@ -1,7 +1,7 @@
 """Lowering of one kernel body to WGSL statements: one forward pass, one opcode table.
 
 The workspace (lowering.Lowering) moves immutable value records (records.py) through an operand
-stack and the locals; opcodes.OPCODES maps each instruction to its handler. Two drivers run the
+stack and the locals; opcodes.LOWERING maps each instruction to its handler. Two drivers run the
 same handlers over the same workspace:
 
 * run_checked tests every workspace limit (docs/design/compiler.md §1.3.5 step 6) at the head of every
@@ -195,9 +195,7 @@ def run_fast(st: Lowering) -> bool:
             if pos >= end or kinds[data[pos]] != k_node:
                 push(right)
                 continue
-            opcode = data[pos]
-            pos += 1
-            kind = k_node
+            opcode, pos, kind = data[pos], pos + 1, k_node
         if kind == k_node:  # Lowering.new_node, inline: a node over the top of the stack and `right`
             op = ops[opcode]
             if stack and right[1] == op.params[1] and stack[-1][1] == op.params[0]:

@@ -91,7 +91,7 @@ class Lowering:
                  strict: bool = False, opaque: bool = False):
         self.module = module
         self.r = Reader(module.source, start, end)
-        self.scan_kinds = scan_kinds  # prescan.Imm per opcode (None: outside the subset)
+        self.scan_kinds = scan_kinds  # optable.Imm per opcode (Imm.OUTSIDE: outside the GPU subset)
         self.stack: list[Record] = []
         self.locals: list[Record] = [(INDEX, I32, 0)]
         self.local_types: list[int] = [I32]
@@ -246,20 +246,18 @@ class Lowering:
         depth, nodes, ftext, const_text, code = self.depth, self.nodes, self.ftext, self.const_text, self.code
         const_operand = self.const_operand
 
+        def text(v: Record) -> str:
+            """An operand's text: a node's let (emitted first if still pending), else a constant."""
+            if v[0] == NUMBER:
+                if depth[v[2]]:
+                    emit_node(v[2])
+                return ftext[v[2]]
+            return const_text.get(v) or const_operand(v)
+
         def emit_node(n: int) -> None:
             op, left, right = nodes[n]
-            if left[0] == NUMBER:
-                if depth[left[2]]:
-                    emit_node(left[2])
-                ltext = ftext[left[2]]
-            else:
-                ltext = const_text.get(left) or const_operand(left)
-            if right[0] == NUMBER:
-                if depth[right[2]]:
-                    emit_node(right[2])
-                rtext = ftext[right[2]]
-            else:
-                rtext = const_text.get(right) or const_operand(right)
+            ltext = text(left)
+            rtext = text(right)
             depth[n] = 0
             code.extend((self.value_let[n], ltext, op.infix, rtext, ";\n"))
 

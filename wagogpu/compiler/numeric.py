@@ -53,6 +53,13 @@ def row(params: tuple[int, ...], result: int, forms: str, carrier: str, expr: st
                      is_float or rounding, "", rounding, f64, strict)
 
 
+def call_row(name: str, params: tuple[int, ...], result: int, forms: str, carrier: str, trap: str = "",
+             is_float: bool = False) -> NumericOp:
+    """A row that is one call of the WGSL helper `name` on its operands: the name written once."""
+    args = ", ".join(f"{{{i}}}" for i in range(len(params)))
+    return row(params, result, forms, carrier, f"{name}({args})", trap, (name,), is_float)
+
+
 _CALL = re.compile(r"\b([a-z][a-z0-9_]*)\(")
 
 

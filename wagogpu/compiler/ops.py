@@ -43,7 +43,7 @@ from dataclasses import replace
 
 from . import float64, int64, strictfloat
 from .intrinsics import F32, I32
-from .numeric import NumericOp, dependencies, row
+from .numeric import NumericOp, call_row, dependencies, row
 from .records import Form
 
 __all__ = ["NUMERIC", "SATURATING", "HELPERS", "NumericOp", "helper_text"]
@@ -152,10 +152,8 @@ NUMERIC: dict[int, NumericOp] = {opcode: replace(op, strict=strictfloat.STRICT[o
 
 # 0xFC-prefixed instructions, by sub-opcode.
 SATURATING: dict[int, NumericOp] = {
-    0x00: row((F32,), I32, "u", "u", "wasm_trunc_sat_s({0})", helpers=("wasm_trunc_sat_s",),
-              is_float=True),  # i32.trunc_sat_f32_s
-    0x01: row((F32,), I32, "u", "u", "wasm_trunc_sat_u({0})", helpers=("wasm_trunc_sat_u",),
-              is_float=True),  # i32.trunc_sat_f32_u
+    0x00: call_row("wasm_trunc_sat_s", (F32,), I32, "u", "u", is_float=True),  # i32.trunc_sat_f32_s
+    0x01: call_row("wasm_trunc_sat_u", (F32,), I32, "u", "u", is_float=True),  # i32.trunc_sat_f32_u
     **int64.SATURATING,
     **float64.SATURATING,
 }

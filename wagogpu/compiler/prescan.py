@@ -3,45 +3,20 @@
 control.py needs both before it emits the construct's first line: a local the construct assigns
 must move into a WGSL var before the construct opens, and a construct some branch targets must be
 emitted as a WGSL loop (WGSL has no labelled break). The scan only skips immediates, as the opcode
-table's Imm column says; when it cannot finish (malformed or unsupported code) it answers
+table's Imm column says (optable.py); when it cannot finish (malformed or unsupported code) it answers
 (None, None), and then every local and every construct counts as affected, which is always safe:
 the main pass reports the real problem.
 """
 from __future__ import annotations
 
-import enum
-
 from .contract import CompileError
+from .optable import MEMORY_INDEX_FLAG, OP_END, Imm
 from .reader import Reader, ReaderError
 
-OP_END = 0x0B
-
-
-class Imm(enum.IntEnum):
-    """An instruction's immediates, as far as the pre-scan must know them."""
-
-    OUTSIDE = 0  # not in the subset: the scan stops
-    NONE = 1
-    BLOCK_TYPE = 2  # opens a construct
-    LABEL = 3  # br, br_if
-    LABEL_TABLE = 4  # br_table
-    LOCAL = 5  # local.get
-    LOCAL_SET = 6  # local.set, local.tee: the local is assigned
-    U32 = 7  # call's function index, 0xFC's sub-opcode
-    I32 = 8
-    F32 = 9
-    SELECT_TYPES = 10
-    MEMARG = 11  # a load or store: alignment (bit 6: a memory index follows) and offset
-    RETURN = 12  # return: a branch to the function's label (inlined callees only)
-    I64 = 13
-    F64 = 14
-
-
 # Plain-int copies for the scan loop (enum attribute lookups are slow in CPython 3.11).
-NONE, BLOCK_TYPE, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT_TYPES, MEMARG, RETURN, I64, F64 = (
-    int(k) for k in (Imm.NONE, Imm.BLOCK_TYPE, Imm.LABEL, Imm.LABEL_TABLE, Imm.LOCAL, Imm.LOCAL_SET, Imm.U32,
-                     Imm.I32, Imm.F32, Imm.SELECT_TYPES, Imm.MEMARG, Imm.RETURN, Imm.I64, Imm.F64))
-MEMORY_INDEX_FLAG = 0x40
+NONE, BLOCK, LABEL, LABEL_TABLE, LOCAL, LOCAL_SET, U32, I32, F32, SELECT, MEMARG, RETURN, I64, F64 = (
+    int(k) for k in (Imm.NONE, Imm.BLOCK, Imm.LABEL, Imm.LABEL_TABLE, Imm.LOCAL, Imm.LOCAL_SET, Imm.U32,
+                     Imm.I32, Imm.F32, Imm.SELECT, Imm.MEMARG, Imm.RETURN, Imm.I64, Imm.F64))
 
 
 def prescan(data: bytes, pos: int, end: int, kinds: bytes,
@@ -67,7 +42,7 @@ def prescan(data: bytes, pos: int, end: int, kinds: bytes,
                     labels.pop()
                     if not labels:
                         return written, targeted
-            elif kind == BLOCK_TYPE:
+            elif kind == BLOCK:
                 r.leb(33, True)
                 labels.append(at)
             elif kind == LABEL or kind == LABEL_TABLE:
@@ -87,7 +62,7 @@ def prescan(data: bytes, pos: int, end: int, kinds: bytes,
                 r.leb(64, True)
             elif kind == F64:
                 r.skip(8)
-            elif kind == SELECT_TYPES:
+            elif kind == SELECT:
                 if r.u32() != 1:
                     break
                 r.byte()

@@ -40,6 +40,15 @@ STRICT: dict[int, NumericOp] = {
 # Comparisons on the integer keys of the bit patterns (-0 and +0 share key 0): false when unordered.
 _ORDERED = {"sf_eq": "==", "sf_lt": "<", "sf_gt": ">", "sf_le": "<=", "sf_ge": ">="}
 
+# How sf_mul and sf_div begin: a NaN operand decides the result; else the result's sign and the
+# operands' magnitudes.
+_PRODUCT_START = """  let nan = sf_nan_of(a, b);
+  if (nan != 0u) { return nan; }
+  let sign = (a ^ b) & 0x80000000u;
+  let ma = a & 0x7fffffffu;
+  let mb = b & 0x7fffffffu;
+"""
+
 HELPERS: dict[str, str] = {
     **{name: f"""fn {name}(a: u32, b: u32) -> u32 {{
   return u32(sf_ordered(a, b) && wasm_fkey(a) {op} wasm_fkey(b));
@@ -127,12 +136,7 @@ HELPERS: dict[str, str] = {
 }
 """,
     "sf_mul": """fn sf_mul(a: u32, b: u32) -> u32 {
-  let nan = sf_nan_of(a, b);
-  if (nan != 0u) { return nan; }
-  let sign = (a ^ b) & 0x80000000u;
-  let ma = a & 0x7fffffffu;
-  let mb = b & 0x7fffffffu;
-  if (ma == 0x7f800000u || mb == 0x7f800000u) {
+""" + _PRODUCT_START + """  if (ma == 0x7f800000u || mb == 0x7f800000u) {
     if (ma == 0u || mb == 0u) { return 0x7fc00000u; }
     return sign | 0x7f800000u;
   }
@@ -148,12 +152,7 @@ HELPERS: dict[str, str] = {
 """,
     # Restoring division: 31 quotient bits, the remainder's rest as the sticky bit.
     "sf_div": """fn sf_div(a: u32, b: u32) -> u32 {
-  let nan = sf_nan_of(a, b);
-  if (nan != 0u) { return nan; }
-  let sign = (a ^ b) & 0x80000000u;
-  let ma = a & 0x7fffffffu;
-  let mb = b & 0x7fffffffu;
-  if (ma == 0x7f800000u) {
+""" + _PRODUCT_START + """  if (ma == 0x7f800000u) {
     if (mb == 0x7f800000u) { return 0x7fc00000u; }
     return sign | 0x7f800000u;
   }

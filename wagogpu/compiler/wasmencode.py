@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .intrinsics import VALUE_TYPE_BYTE as VALUE_TYPE
-from .opnames import OPCODES
+from .optable import MEMORY_INDEX_FLAG, OPCODES, PREFIX_FC
 
 HEADER = b"\0asm\x01\0\0\0"
 #: Opcode by mnemonic, from the compiler's one opcode-name table.
-OPCODE: dict[str, int] = {name: op for op, (name, _imm) in OPCODES.items() if name != "select" or op == 0x1B}
-MEMORY_INDEX_FLAG = 0x40
+OPCODE: dict[str, int] = {row.name: op for op, row in OPCODES.items()
+                         if (row.name != "select" or op == 0x1B) and op != PREFIX_FC}
 FUNC_TYPE = 0x60
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..abi.kernel import (MAX_GRID_COUNT, MAX_GROUPS_PER_DIMENSION, ROW_INVOCATIONS, WORKGROUP_SIZE,
                           parameter_block, workgroup_grid)
-from ..abi.table import SLOT_COUNT, ElementType
+from ..abi.table import SLOT_COUNT, TYPE_INFO, ElementType
 
 __all__ = ["MAX_GRID_COUNT", "MAX_GROUPS_PER_DIMENSION", "ROW_INVOCATIONS", "WORKGROUP_SIZE", "parameter_block",
            "workgroup_grid", "assemble"]
@@ -75,36 +75,11 @@ fn f32_to_half(x: u32) -> u32 {
 }
 """
 
-# Load of one element as its bit pattern, per declared type ({} is the slot number): a u32 for the
-# 8- to 32-bit types, the vec2<u32> word pair for the 64-bit ones.
-LOAD_EXPR: dict[ElementType, str] = {ElementType[name]: expr for name, expr in {
-    "I8": "bitcast<u32>(bitcast<i32>(slot{}[index] << 24u) >> 24u)",
-    "I16": "bitcast<u32>(bitcast<i32>(slot{}[index] << 16u) >> 16u)",
-    "U8": "(slot{}[index] & 255u)",
-    "U16": "(slot{}[index] & 65535u)",
-    "F16": "half_to_f32(slot{}[index])",
-    "I32": "slot{}[index]",
-    "U32": "slot{}[index]",
-    "F32": "slot{}[index]",
-    "I64": "slot{}[index]",  # 64-bit types: a slot of vec2<u32> (binding_line), raw bits
-    "U64": "slot{}[index]",
-    "F64": "slot{}[index]",
-}.items()}
-
-# Store wrapping of a u32 bit pattern, per declared type ({} is the value).
-STORE_WRAP: dict[ElementType, str] = {ElementType[name]: expr for name, expr in {
-    "I8": "({} & 255u)",
-    "U8": "({} & 255u)",
-    "I16": "({} & 65535u)",
-    "U16": "({} & 65535u)",
-    "F16": "f32_to_half({})",
-    "I32": "{}",
-    "U32": "{}",
-    "F32": "{}",
-    "I64": "{}",
-    "U64": "{}",
-    "F64": "{}",
-}.items()}
+# Load of one element as its bit pattern ({} is the slot number: a u32 for the 8- to 32-bit types,
+# the vec2<u32> word pair for the 64-bit ones), and the wrapping of a bit pattern stored as one
+# element ({} is the value), per declared type: the ABI table's wgsl_load / wgsl_store columns.
+LOAD_EXPR: dict[ElementType, str] = {t: info.wgsl_load for t, info in TYPE_INFO.items()}
+STORE_WRAP: dict[ElementType, str] = {t: info.wgsl_store for t, info in TYPE_INFO.items()}
 
 
 def binding_line(binding: int, slot: int, written: bool, wide: bool = False) -> str:

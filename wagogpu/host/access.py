@@ -15,18 +15,14 @@ import time
 import numpy as np
 
 from ..abi.f16 import f32_bits_to_half
-from ..abi.table import ElementType, Status
+from ..abi.table import TYPE_INFO, ElementType, Status
 from ..buffers import Buffer, InstanceBuffers
 from ..diagnostics import TransferCounters
 from ..memcopy import copy_bytes
 from .calls import ImportScope
 
 #: numpy's dtype for each element type's stored form (F16 as binary16 bits, which numpy reads as float16).
-DTYPES: dict[ElementType, np.dtype] = {t: np.dtype(d).newbyteorder("<") for t, d in {
-    ElementType.I8: np.int8, ElementType.U8: np.uint8, ElementType.I16: np.int16, ElementType.U16: np.uint16,
-    ElementType.I32: np.int32, ElementType.U32: np.uint32, ElementType.F16: np.float16,
-    ElementType.F32: np.float32, ElementType.I64: np.int64, ElementType.U64: np.uint64,
-    ElementType.F64: np.float64}.items()}
+DTYPES: dict[ElementType, np.dtype] = {t: np.dtype(info.numpy).newbyteorder("<") for t, info in TYPE_INFO.items()}
 
 
 _TYPE_NAMES = {dtype: t.name for t, dtype in DTYPES.items()}

@@ -3,7 +3,7 @@
 // dispatches, runs the kernel's CPU runner when dispatch answers 1, copies every buffer back into
 // the staging area and frees it. It returns the dispatch status (0 GPU, 1 CPU runner) or the
 // status of the first import that failed.
-import { bindBuffer, copyBuffer32, createBufferPacked, dispatch, freeBuffer, setBuffer32 } from "./wago_gpu";
+import { bindBuffer, copyBuffer32, createBufferPacked, dispatch, freeBuffer, setBuffer32 } from "../../../../include/wago_gpu_v1";
 
 const SLOTS = 8;
 const MAX_ELEMENTS = 1024;

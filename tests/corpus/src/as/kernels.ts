@@ -7,7 +7,7 @@ import {
   getBuffer as get, readBufferF16, readBufferF32, readBufferF64, readBufferI16, readBufferI32, readBufferI64,
   readBufferU32, readBufferU8, writeBufferF16, writeBufferF32, writeBufferF64, writeBufferI16, writeBufferI32,
   writeBufferI64, writeBufferI8, writeBufferU16, writeBufferU32, writeBufferU8,
-} from "./wago_gpu";
+} from "../../../../include/wago_gpu_v1";
 import { run } from "./driver";
 
 export { corpus_staging } from "./driver";

@@ -2,7 +2,7 @@
 //! operators for hashes, switches and a const table. Kernel IDs are the positions in `kernels`,
 //! the same as in tests/corpus/table.py; slots and types per kernel are listed there.
 const std = @import("std");
-const abi = @import("wago_gpu.zig");
+const abi = @import("wago_gpu_v1"); // the generated include/wago_gpu_v1.zig
 
 comptime {
     _ = @import("driver.zig");

@@ -3,7 +3,7 @@
 //! dispatches, runs the kernel's CPU runner when dispatch answers 1, copies every buffer back into
 //! the staging area and frees it. It returns the dispatch status (0 GPU, 1 CPU runner) or the
 //! status of the first import that failed.
-const abi = @import("wago_gpu.zig");
+const abi = @import("wago_gpu_v1"); // the generated include/wago_gpu_v1.zig
 const corpus = @import("corpus.zig");
 
 const slots = 8;
