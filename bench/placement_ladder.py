@@ -8,23 +8,37 @@ The guest is bench/cpu_kernels.py's (twice, poly32, hash over F32 buffers). Per 
 one JSONL record: the warm median and minimum of `repeats` dispatches after `explore` untimed ones
 (the measured model's exploration), how many of the timed ones ran on the GPU and on the CPU, and
 measured_over_best: measured's median over the faster of GPU only and CPU only at that size (the
-issue's target: <= 1.2 at every size). Results are checked against numpy outside the timers; every
+issue's target: <= 1.2 at every size). Results are checked against numpy outside the timers (bit
+equality, or relaxed_float's 16 ulps where a float kernel's output came from the GPU); every
 record names the adapter.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from bench.common import emit, environment, summary, timed
+from bench.common import emit, environment, summary
 from bench.cpu_kernels import KERNELS, guest_wat, kernel_config
 from wagogpu import Config, Host
 
 PLACEMENTS = ("gpu_only", "cpu_only", "threshold", "measured")
+# A float kernel on the GPU under relaxed_float may contract and reorder (docs/gpu.md): it is held to
+# tests/corpus/kernels.py's RELAXED_REL, 16 f32 ulps of max(|expected|, the output's scale); the CPU
+# kernels and the integer hash are held to bit equality.
+RELAXED_REL = 2.0**-19
+
+
+def matches(got: np.ndarray, want: np.ndarray, relaxed: bool) -> bool:
+    if not relaxed:
+        return bool(np.array_equal(got.view(np.uint32), np.asarray(want, np.float32).view(np.uint32)))
+    scale = max(float(np.abs(want).max(initial=0.0)), 1.0)
+    bound = RELAXED_REL * np.maximum(np.abs(want), scale)
+    return bool(np.all(np.abs(got.astype(np.float64) - want) <= bound))
 
 
 def host_for(placement: str, kernel_id: int, name: str, min_elements: int, software: bool) -> Host:
@@ -52,22 +66,29 @@ def ladder(host: Host, placement: str, name: str, kernel_id: int, sizes: list[in
         inst.memory_view()[:4 * n].view(np.float32)[:] = x
         assert inst.call("setup", n) == 0
         outcomes: list[str] = []
+        warm: list[float] = []
 
-        def dispatch() -> None:
+        def dispatch() -> None:  # the outcome is read from the snapshot outside the timer
+            started = time.perf_counter()
             assert inst.call("dispatch", kernel_id, n) == 0
+            warm.append(time.perf_counter() - started)
             outcomes.append(str(host.buffer_snapshot().last_dispatch.outcome))
 
         for _ in range(explore):
             dispatch()
         outcomes.clear()
-        warm = timed(dispatch, repeats)
+        warm.clear()
+        for _ in range(repeats):
+            dispatch()
         assert inst.call("fetch", n) == 0
-        ok = bool(np.array_equal(inst.memory_view()[4 * n:8 * n].view(np.float32), reference(x)))
+        on_gpu = outcomes[-1] == "GPU"  # the output fetched is the last timed dispatch's
+        ok = matches(inst.memory_view()[4 * n:8 * n].view(np.float32), reference(x), relaxed=on_gpu and name != "hash")
         s = summary(warm)
         medians[n] = s["median_ms"]
         emit({"bench": "placement_ladder", "kernel": name, "placement": placement, "elements": n,
               "median_ms": s["median_ms"], "min_ms": s["min_ms"], "runs": s["runs"], "gpu_runs": outcomes.count("GPU"),
-              "cpu_runs": outcomes.count("CPU"), "explore_dispatches": explore, "checked": ok, "warm": True,
+              "cpu_runs": outcomes.count("CPU"), "explore_dispatches": explore, "checked": ok,
+              "check": "relaxed_float" if on_gpu and name != "hash" else "exact", "warm": True,
               "adapter": adapter, **env})
         assert inst.call("teardown") == 0
     if placement == "measured":

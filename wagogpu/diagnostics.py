@@ -195,7 +195,8 @@ class KernelDiagnostic:
     translate: float = 0.0
     pipeline: float = 0.0
     loop_budget: int = 0  # ours: the loop budget its dispatches carry (0: no loop, or none is safe)
-    # ours, placement="measured": per device its samples, fixed_us and ns_per_element; the last decisions
+    # ours, placement="measured": per device its samples and median_us_from_elements (each size
+    # band's median µs, keyed by its smallest count); the last decisions
     placement: dict[str, object] = field(default_factory=dict)
 
 

@@ -1,28 +1,32 @@
-"""The measured placement's cost model (Config(placement="measured")): per kernel and device, a
-dispatch's wall time as fixed µs + ns per element, fitted online from the dispatches that ran
-there, plus the copies residency implies.
+"""The measured placement's cost model (Config(placement="measured")): per kernel, device and
+size band, the recent wall times of the dispatches that ran there, plus the copies residency implies.
 
-Why this shape: a dispatch's cost is a fixed part (validation, submission, the thread hop or
-pipeline launch) and a part that grows with the elements; both are device- and kernel-specific,
-so each (kernel, device) pair keeps its own least-squares line over its recent dispatches
-(exponentially weighted, so a device that got slower or faster is followed). A buffer whose only
-current copy is on the other device must move first: that is priced per byte at each direction's
-rate, learned from the copies the residency layer made (TransferCounters) and started at a
-conservative default. A device's first dispatch of a kernel is not a sample (it compiles the CPU
-module or meets a cold pipeline). Exploration is bounded: each device is tried until it has
-MIN_SAMPLES samples and once in every size band (a factor of 4 in elements) it has none in, so a
-line fitted at small counts is not stretched to large ones unseen; beyond that the other device
-only every EXPLORE_EVERY dispatches, and only while its prediction is within EXPLORE_RATIO.
+Why this shape: an earlier least-squares line (fixed µs + ns per element over all sizes) was
+fitted mostly on one-off samples (a band's first dispatch allocates and uploads its buffers) and
+on clustered sizes, and went far wrong on the H200 (a GPU that takes 0.24 ms at 8M elements
+predicted at 45 ms), after which the bounded exploration never corrected it. Here a prediction
+rests only on what was observed near that size: each (device, band) keeps the median of its last
+BAND_SAMPLES dispatches (a band is a factor of 2 in elements), with the band's first dispatch
+dropped (buffer allocation, pipeline warm-up) and the copies a dispatch made taken out of its time
+(they are priced separately: a buffer current only on the other device must move first, per byte
+at DEFAULT_NS_PER_BYTE or the rate the copies were measured at, spread over COPY_AMORTIZED
+dispatches since the buffer then stays on the device it moved to). A device with fewer than
+MIN_SAMPLES samples in a dispatch's band is tried there (exploration is forced, whatever the other
+device's prediction), and a device not chosen is re-probed once its band's newest sample is
+REPROBE_EVERY decisions old, so a device that got faster is found again at bounded cost.
 """
 from __future__ import annotations
 
 import enum
+from collections import deque
 from dataclasses import dataclass, field
 
-DECAY = 0.9  # weight kept by older dispatches at each new one (about the last 10 count)
-MIN_SAMPLES = 2
-EXPLORE_EVERY = 32
-EXPLORE_RATIO = 4.0
+BAND_SAMPLES = 5  # recent dispatches kept per (device, band); the prediction is their median
+MIN_SAMPLES = 2  # samples a device needs in a band before its prediction there is trusted
+REPROBE_EVERY = 64  # decisions after which the device not chosen is tried again in that band
+COPY_AMORTIZED = 8  # dispatches a move is spread over (the buffers stay where they moved); priced
+# whole, the first device to hold a buffer would keep every kernel that touches it
+DECAY = 0.9  # weight kept by the old copy rate at each measured copy
 DEFAULT_NS_PER_BYTE = 1.0  # a copy between device and host before any was measured
 
 
@@ -32,57 +36,51 @@ class Device(enum.StrEnum):
 
 
 def band(elements: int) -> int:
-    return max(elements, 1).bit_length() // 2
+    """The size band of a count: a factor of 2 in elements."""
+    return max(elements, 1).bit_length()
 
 
 @dataclass
-class LinearCost:
-    """Weighted least squares of seconds over elements: the sums of its normal equations."""
+class BandCost:
+    """One (device, band)'s recent dispatch times."""
+
+    seconds: deque[float] = field(default_factory=lambda: deque(maxlen=BAND_SAMPLES))
+    newest: int = 0  # the kernel's decision count at the newest sample
+    median: float = 0.0  # (upper) median of `seconds`, kept at each sample (a decision reads it, cheaply)
+
+    def add(self, seconds: float, decision: int) -> None:
+        self.seconds.append(max(seconds, 0.0))
+        ordered = sorted(self.seconds)
+        self.median = ordered[len(ordered) // 2]  # the upper median: statistics.median costs µs here
+        self.newest = decision
+
+
+@dataclass
+class DeviceCost:
+    """One device's bands for one kernel."""
 
     samples: int = 0
-    seen_first: bool = False  # the cold first dispatch went by
-    bands: set[int] = field(default_factory=set)  # size bands (factors of 4) it has samples in
-    w: float = 0.0
-    sx: float = 0.0
-    sy: float = 0.0
-    sxx: float = 0.0
-    sxy: float = 0.0
+    bands: dict[int, BandCost] = field(default_factory=dict)
 
-    def add(self, elements: int, seconds: float) -> None:
-        if not self.seen_first:
-            self.seen_first = True
+    def add(self, elements: int, seconds: float, decision: int) -> None:
+        cost = self.bands.get(band(elements))
+        if cost is None:  # the band's first (cold) dispatch: not a sample
+            self.bands[band(elements)] = BandCost()
             return
         self.samples += 1
-        self.bands.add(band(elements))
-        x = float(elements)
-        self.w = self.w * DECAY + 1.0
-        self.sx = self.sx * DECAY + x
-        self.sy = self.sy * DECAY + seconds
-        self.sxx = self.sxx * DECAY + x * x
-        self.sxy = self.sxy * DECAY + x * seconds
+        cost.add(seconds, decision)
 
-    def line(self) -> tuple[float, float]:
-        """(fixed seconds, seconds per element); a single size gives a line through the origin."""
-        if not self.w:
-            return 0.0, 0.0
-        det = self.w * self.sxx - self.sx * self.sx
-        if det <= 1e-9 * self.w * self.sxx:  # one distinct size so far
-            return 0.0, (self.sy / self.sx if self.sx else 0.0)
-        slope = (self.w * self.sxy - self.sx * self.sy) / det
-        slope = max(slope, 0.0)
-        fixed = max((self.sy - slope * self.sx) / self.w, 0.0)
-        return fixed, slope
-
-    def predict(self, elements: int) -> float:
-        fixed, slope = self.line()
-        return fixed + slope * elements
+    def known(self, elements: int) -> BandCost | None:
+        """The band's costs when they rest on enough samples to predict from."""
+        cost = self.bands.get(band(elements))
+        return cost if cost is not None and len(cost.seconds) >= MIN_SAMPLES else None
 
 
 @dataclass
 class KernelModel:
-    """One kernel's lines per device, its last decisions and how many it made."""
+    """One kernel's costs per device, its last decisions and how many it made."""
 
-    lines: dict[Device, LinearCost] = field(default_factory=lambda: {d: LinearCost() for d in Device})
+    lines: dict[Device, DeviceCost] = field(default_factory=lambda: {d: DeviceCost() for d in Device})
     decisions: int = 0
     # (count, device, predicted seconds there, predicted on the other; -1: exploring), newest last
     last: list[tuple[int, Device, float, float]] = field(default_factory=list)
@@ -90,17 +88,18 @@ class KernelModel:
     def choose(self, elements: int, copy_gpu: float, copy_cpu: float) -> Device:
         """The device predicted faster (copies to it included), or the one to explore."""
         self.decisions += 1
-        gpu, cpu = self.lines[Device.GPU], self.lines[Device.CPU]
-        b = band(elements)
-        for device, line in ((Device.GPU, gpu), (Device.CPU, cpu)):
-            if line.samples < MIN_SAMPLES or b not in line.bands:
-                return self._note(elements, device, -1.0, -1.0)
-        on_gpu, on_cpu = gpu.predict(elements) + copy_gpu, cpu.predict(elements) + copy_cpu
-        best, other = (Device.GPU, Device.CPU) if on_gpu <= on_cpu else (Device.CPU, Device.GPU)
-        low, high = min(on_gpu, on_cpu), max(on_gpu, on_cpu)
-        if self.decisions % EXPLORE_EVERY == 0 and high <= EXPLORE_RATIO * low:
+        gpu, cpu = self.lines[Device.GPU].known(elements), self.lines[Device.CPU].known(elements)
+        if gpu is None or cpu is None:  # too few samples near this size: try the device lacking them
+            return self._note(elements, Device.GPU if gpu is None else Device.CPU, -1.0, -1.0)
+        on_gpu, on_cpu = gpu.median + copy_gpu / COPY_AMORTIZED, cpu.median + copy_cpu / COPY_AMORTIZED
+        best, other, stale = (Device.GPU, Device.CPU, cpu) if on_gpu <= on_cpu else (Device.CPU, Device.GPU, gpu)
+        if self.decisions - stale.newest >= REPROBE_EVERY:
+            stale.newest = self.decisions  # one re-probe per REPROBE_EVERY, whatever it measures
             return self._note(elements, other, -1.0, -1.0)
-        return self._note(elements, best, low, high)
+        return self._note(elements, best, min(on_gpu, on_cpu), max(on_gpu, on_cpu))
+
+    def observe(self, device: Device, elements: int, seconds: float) -> None:
+        self.lines[device].add(elements, seconds, self.decisions)
 
     def _note(self, elements: int, device: Device, there: float, other: float) -> Device:
         last = self.last
@@ -110,11 +109,12 @@ class KernelModel:
         return device
 
     def report(self) -> dict[str, object]:
-        """The model as the snapshot shows it: each device's line and the last decisions."""
+        """The model as the snapshot shows it: each device's median µs per band (keyed by the
+        band's smallest count) and the last decisions."""
         out: dict[str, object] = {}
-        for device, line in self.lines.items():
-            fixed, slope = line.line()
-            out[str(device)] = {"samples": line.samples, "fixed_us": fixed * 1e6, "ns_per_element": slope * 1e9}
+        for device, cost in self.lines.items():
+            medians = {str(1 << (b - 1)): round(c.median * 1e6, 1) for b, c in sorted(cost.bands.items()) if c.seconds}
+            out[str(device)] = {"samples": cost.samples, "median_us_from_elements": medians}
         out["decisions"] = self.decisions
         out["last"] = [{"elements": n, "device": str(d), "why": "exploring" if t < 0 else
                         f"predicted {t * 1e6:.1f} us against {o * 1e6:.1f} us"} for n, d, t, o in self.last[-8:]]

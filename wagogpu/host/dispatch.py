@@ -81,7 +81,7 @@ class DispatchImport(ImportGroup):
             if result.end is DispatchEnd.PUBLISHED:
                 status = self._finish(call, Status.OK, outcome=Outcome.GPU)
                 if entry.measured:
-                    observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op.total)
+                    observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op)
                 return status
             if result.end is DispatchEnd.REFUSED:
                 return self._finish(call, result.status)
@@ -194,5 +194,5 @@ class DispatchImport(ImportGroup):
                                 reason=f"the CPU kernel trapped ({result.trapped}); nothing was committed")
         status = self._finish(call, Status.OK, outcome=Outcome.CPU)
         if entry.measured:
-            observe(self.ctx, self.module, entry.kernel.id, Where.CPU, count, call.op.total)
+            observe(self.ctx, self.module, entry.kernel.id, Where.CPU, count, call.op)
         return status

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..abi import accessor as acc
+from ..abi.table import Access
 from ..buffers import Buffer
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
-from ..diagnostics import ReasonCode
+from ..diagnostics import BufferOperation, ReasonCode
 from .context import RuntimeContext
 from .costmodel import Device
 
@@ -65,12 +66,14 @@ def _measured(ctx: RuntimeContext, module: Module, kernel: KernelConfig, count: 
               bound: dict[int, Buffer] | None) -> Placement:
     costs = ctx.costs
     to_cpu = to_gpu = 0
-    for buf in (bound or {}).values():
-        flags = buf.record.flags
-        if not flags & acc.CPU_CURRENT:
-            to_cpu += buf.nbytes
-        if not flags & acc.GPU_CURRENT:
-            to_gpu += buf.gpu_bytes
+    if bound:
+        for b in kernel.bindings:
+            buf = bound[b.slot]
+            flags = buf.record.flags
+            if not flags & acc.CPU_CURRENT:  # the CPU path reads every stale binding back first
+                to_cpu += buf.nbytes
+            if not flags & acc.GPU_CURRENT and not (b.access == Access.WRITE and count == buf.length):
+                to_gpu += buf.gpu_bytes  # (an output the GPU replaces whole is not uploaded: buffers/setup.py)
     device = costs.model(module.id, kernel.id).choose(
         count, costs.copy_seconds(Device.GPU, to_gpu), costs.copy_seconds(Device.CPU, to_cpu))
     return _ON_GPU if device is Device.GPU else _ON_CPU
@@ -80,8 +83,10 @@ _ON_GPU = Placement(Where.GPU)
 _ON_CPU = Placement(Where.CPU, ReasonCode.NONE, "")
 
 
-def observe(ctx: RuntimeContext, module: Module, kernel_id: int, where: Where, count: int, seconds: float) -> None:
-    """A finished dispatch's wall time, for the measured model of the device it ran on."""
+def observe(ctx: RuntimeContext, module: Module, kernel_id: int, where: Where, count: int, op: BufferOperation) -> None:
+    """A finished dispatch's wall time, for the measured model of the device it ran on: the copies
+    it made (uploads, readbacks, device copies) taken out, since the model prices those apart."""
     if ctx.config.placement == MEASURED and where is not Where.GUEST:
         device = Device.GPU if where is Where.GPU else Device.CPU
-        ctx.costs.model(module.id, kernel_id).lines[device].add(count, seconds)
+        seconds = op.total - op.upload - op.download - op.device_copy
+        ctx.costs.model(module.id, kernel_id).observe(device, count, seconds)
