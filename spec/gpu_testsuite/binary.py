@@ -10,6 +10,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+# The LEB128, name, vector and section encoders are the CPU-kernel backend's (one encoder for the repo).
+from wagogpu.compiler.wasmencode import name, section, uleb, vector
+
 MAGIC = b"\x00asm\x01\x00\x00\x00"
 FUNC_TYPE = 0x60
 EXTERNAL_FUNC = 0
@@ -79,40 +82,6 @@ class Reader:
     @property
     def done(self) -> bool:
         return self.pos >= self.end
-
-
-def uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        out.append(b | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def sleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if (value == 0 and not b & 0x40) or (value == -1 and b & 0x40):
-            out.append(b)
-            return bytes(out)
-        out.append(b | 0x80)
-
-
-def vector(items: list[bytes]) -> bytes:
-    return uleb(len(items)) + b"".join(items)
-
-
-def name(text: str) -> bytes:
-    raw = text.encode()
-    return uleb(len(raw)) + raw
-
-
-def section(sid: Section, payload: bytes) -> bytes:
-    return bytes([sid]) + uleb(len(payload)) + payload
 
 
 def func_type(params: tuple[int, ...], results: tuple[int, ...]) -> bytes:
