@@ -2,16 +2,18 @@
 placements: GPU only, CPU kernels only, threshold (min_elements) and measured (the cost model).
 
 python -m bench.placement_ladder [--kernel poly32] [--sizes 1024,4096,...,4194304] [--repeats 24]
-                                 [--explore 12] [--rounds 4] [--min-elements 65536] [--allow-software-adapter] > FILE.jsonl
+                                 [--explore 12] [--rounds 4] [--seconds 0.25] [--min-elements 65536]
+                                 [--allow-software-adapter] > FILE.jsonl
 
-The guest is bench/cpu_kernels.py's (twice, poly32, hash over F32 buffers). The four hosts
-are open together; at each size every one gets fresh buffers (the input CPU-current, as the guest
-set it) and the same `explore` untimed dispatches, then its timed ones in `rounds` rounds that take
-the placements in turn, so that a load shift hits them alike. Per (placement, size) one JSONL record: the mean, median and minimum of the `repeats`
-timed dispatches after the `explore` untimed ones (the measured model's exploration), how many of
-the timed ones ran on the GPU and on the CPU. The summary's measured_over_best is measured's mean
-over the faster of GPU only and CPU only at that size (the issue's target: <= 1.2 at every size):
-the mean, so that a probe of the other device or a move inside the timed window counts whole
+The guest is bench/cpu_kernels.py's (twice, poly32, hash over F32 buffers). The four hosts are
+open together; at each size every one gets fresh buffers (the input CPU-current, as the guest set
+it) and the same `explore` untimed dispatches, then its timed ones in `rounds` rounds that take the
+placements in turn, so that a load shift hits them alike. Per (placement, size) one JSONL record:
+the mean, median and minimum of the timed dispatches (at least `repeats`, and `seconds` of them)
+after the `explore` untimed ones (the measured model's exploration), and how many of the timed ones
+ran on the GPU and on the CPU. The summary's measured_over_best is measured's mean over the faster
+of GPU only and CPU only at that size (the issue's target: <= 1.2 at every size): the mean, so that
+the probes of the other device and the moves they cause inside the timed window count whole
 (measured_over_best_median beside it). Results are checked against numpy outside the timers (bit
 equality, or relaxed_float's 16 ulps where a float kernel's output came from the GPU); every
 record names the adapter.
@@ -70,10 +72,13 @@ class Run:
         self.times: list[float] = []
         self.outcomes: list[str] = []
 
-    def dispatch(self, count: int, timed: bool) -> None:
+    def dispatch(self, count: int, timed: bool, seconds: float = 0.0) -> None:
+        """`count` dispatches, and more until `seconds` have passed."""
         inst, kernel_id, n = self.inst, self.kernel_id, self.n
         log = self.host.context.log
-        for _ in range(count):
+        done, until = 0, time.perf_counter() + seconds
+        while done < count or time.perf_counter() < until:
+            done += 1
             started = time.perf_counter()
             assert inst.call("dispatch", kernel_id, n) == 0
             took = time.perf_counter() - started
@@ -100,17 +105,18 @@ class Run:
 
 
 def one_size(hosts: dict[str, Host], insts: dict[str, Any], name: str, kernel_id: int, n: int, repeats: int,
-             explore: int, rounds: int, env: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Every placement at one size: `explore` untimed dispatches each, then `repeats` timed ones
-    each, in `rounds` rounds that take the placements in turn (each round starting one further
-    on), so that a load shift on this shared machine hits them alike."""
+             explore: int, rounds: int, seconds: float, env: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Every placement at one size: `explore` untimed dispatches each, then at least `repeats`
+    timed ones and `seconds` of them each, in `rounds` rounds that take the placements in turn
+    (each round starting one further on), so that a load shift on a shared machine hits them
+    alike and one stall weighs little in a mean."""
     runs = [Run(hosts[p], insts[p], p, name, kernel_id, n) for p in PLACEMENTS]
     for run in runs:
         run.dispatch(explore, timed=False)
     per_round = max(1, -(-repeats // rounds))
     for r in range(rounds):
         for run in runs[r % len(runs):] + runs[:r % len(runs)]:
-            run.dispatch(min(per_round, repeats - len(run.times)), timed=True)
+            run.dispatch(per_round, timed=True, seconds=seconds / rounds)
     return {run.placement: run.finish(explore, env) for run in runs}
 
 
@@ -121,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=24)
     parser.add_argument("--explore", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=0.25, help="least timed seconds per placement and size")
     parser.add_argument("--min-elements", type=int, default=65536)
     parser.add_argument("--allow-software-adapter", action="store_true")
     args = parser.parse_args(argv)
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         insts = {p: h.instantiate(h.compile(guest_wat())) for p, h in hosts.items()}
         for n in sizes:
             for placement, got in one_size(hosts, insts, args.kernel, kernel_id, n, args.repeats, args.explore,
-                                           args.rounds, env).items():
+                                           args.rounds, args.seconds, env).items():
                 results[placement][n] = got
         measured = hosts["measured"].buffer_snapshot()
         (model,) = [k.placement for k in measured.kernels if k.kernel_id == kernel_id]

@@ -8,10 +8,11 @@ Hosts: cpu_only (no device open), threshold_cpu (a device open, the count below 
 CPU kernel), threshold_gpu (min_elements 0: the GPU) and measured (after 40 warm-up dispatches that
 end its exploration). Per (host, size) one JSONL record: the per-dispatch median and minimum over
 `rounds` rounds of `batch` dispatches (the rounds of the hosts interleaved, so load shifts hit all
-alike), and the devices the measured host's dispatches of the timed rounds ran on (read from the
-model's sample counts outside the timer). The summary record gives measured's overhead in µs over the
-threshold host of the device it used, median against median. Outputs are checked against numpy
-after the timers.
+alike; a round's mean counts any probe of the other device in it). The summary record gives
+measured's overhead in µs over the threshold host of the device it used (median against median)
+and where `batch` more dispatches of the measured host ran (an untimed pass after the rounds).
+Outputs are checked against numpy after the timers. Run it on other code with that code first on
+PYTHONPATH and this file run as a script (`--label` names the code in the records).
 """
 from __future__ import annotations
 
@@ -63,7 +64,6 @@ def one_size(kernel: str, n: int, rounds: int, batch: int, software: bool, env: 
             for _ in range(WARM):
                 assert inst.call("dispatch", kernel_id, n) == 0
         per: dict[str, list[float]] = {name: [] for name in HOSTS}
-        before = _outcomes(hosts["measured"])
         for _ in range(rounds):
             for name in HOSTS:
                 call = insts[name].call
@@ -71,8 +71,7 @@ def one_size(kernel: str, n: int, rounds: int, batch: int, software: bool, env: 
                 for _ in range(batch):
                     call("dispatch", kernel_id, n)
                 per[name].append((time.perf_counter() - started) / batch)
-        after = _outcomes(hosts["measured"])
-        used = {d: after[d] - before[d] for d in after}
+        used = _devices(hosts["measured"], insts["measured"], kernel_id, n, batch)
         medians = {}
         for name in HOSTS:
             inst = insts[name]
@@ -86,7 +85,7 @@ def one_size(kernel: str, n: int, rounds: int, batch: int, software: bool, env: 
         device = "GPU" if used["GPU"] > used["CPU"] else "CPU"
         base = medians["threshold_gpu" if device == "GPU" else "threshold_cpu"]
         emit({"bench": "placement_overhead", "kernel": kernel, "host": "summary", "elements": n,
-              "measured_device": device, "measured_gpu_dispatches": used["GPU"], "measured_cpu_dispatches": used["CPU"],
+              "measured_device": device, "after_gpu_dispatches": used["GPU"], "after_cpu_dispatches": used["CPU"],
               "overhead_us": (medians["measured"] - base) * 1e6, "measured_over_threshold": medians["measured"] / base,
               "measured_over_cpu_only": medians["measured"] / medians["cpu_only"], **env})
     finally:
@@ -94,11 +93,15 @@ def one_size(kernel: str, n: int, rounds: int, batch: int, software: bool, env: 
             host.close()
 
 
-def _outcomes(host: Host) -> dict[str, int]:
-    """How many dispatches the host's measured model has sampled on each device so far (in the
-    steady state, every dispatch: a band's cold first one is the only one not sampled)."""
-    (model,) = [k.placement for k in host.buffer_snapshot().kernels if k.placement]
-    return {d: int(model[d]["samples"]) for d in ("GPU", "CPU")}  # type: ignore[index]
+def _devices(host: Host, inst: Any, kernel_id: int, n: int, count: int) -> dict[str, int]:
+    """Where `count` more dispatches of the measured host run (an untimed pass after the timed
+    rounds: reading each dispatch's outcome inside them would time that too)."""
+    log = host.context.log
+    used = {"GPU": 0, "CPU": 0}
+    for _ in range(count):
+        assert inst.call("dispatch", kernel_id, n) == 0
+        used[str(log.last_dispatch.outcome)] += 1
+    return used
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,7 @@ BAND_SAMPLES = 5  # recent dispatches kept per (device, band); the estimate is t
 MIN_SAMPLES = 2  # samples a device needs in a band before its estimate there is trusted
 PROBE_RATIO = 32.0  # the band spends this many times a probe's predicted cost between probes
 RECHECK_BELOW = 0.75  # a sample under this share of the estimate asks for another probe at once
+STREAK = 8  # a settled decision (no move, no probe due) holds this many dispatches, one of them sampled
 COPY_DECAY = 0.8  # weight an older copy keeps at each newer one of the same direction
 DEFAULT_COPY_FIXED = 20e-6  # seconds per copy before one was measured
 DEFAULT_NS_PER_BYTE = 1.0  # ... and per byte (1 GB/s)
@@ -76,6 +77,7 @@ class DeviceBand:
     known: bool = False  # at least MIN_SAMPLES samples: the estimate is trusted
     estimate: float = 0.0  # lower median of `seconds`, kept at each sample (a decision reads it, cheaply)
     recheck: bool = False  # the newest sample fell well below the estimate: probe again at once
+    settled: bool = False  # the newest sample was near the estimate: its decisions may repeat (STREAK)
     samples: int = 0  # samples taken in all
 
     def add(self, seconds: float) -> None:
@@ -83,7 +85,9 @@ class DeviceBand:
         samples = self.seconds
         samples.append(seconds)
         n = len(samples)
-        self.recheck = self.known and seconds < RECHECK_BELOW * self.estimate
+        estimate = self.estimate
+        self.recheck = self.known and seconds < RECHECK_BELOW * estimate
+        self.settled = self.known and RECHECK_BELOW * seconds <= estimate and not self.recheck
         self.estimate = sorted(samples)[(n - 1) // 2] if n > 1 else seconds
         self.known = n >= MIN_SAMPLES
 
@@ -107,6 +111,8 @@ class Band:
     probe: Probe = Probe.NONE
     probed: Device = Device.GPU  # the device of the probe being accounted for
     deficit: float = 0.0  # seconds lost by staying off the faster kernel since the last move
+    streak: int = 0  # dispatches left that repeat the last settled decision without asking again
+    streak_device: Device = Device.GPU
 
 
 _GPU, _CPU = Device.GPU, Device.CPU
@@ -135,6 +141,11 @@ class KernelModel:
         """Where a dispatch of `elements` runs, given what the moves to each device cost now."""
         self.decisions += 1
         bd = self.bands.get(elements.bit_length()) or self.band_of(elements)
+        if bd.streak:
+            if not (move_gpu or move_cpu):
+                bd.streak -= 1
+                return bd.streak_device
+            bd.streak = 0
         gpu, cpu = bd.gpu, bd.cpu
         if not (gpu.known and cpu.known):
             device = _GPU if not gpu.known else _CPU
@@ -162,6 +173,8 @@ class KernelModel:
                 other_band.recheck = False
                 bd.probe, bd.probed, bd.probe_cost = Probe.SENT, other, 0.0
                 best, there, away, why = other, away, there, _PROBE
+            elif gain <= 0 and not (move_gpu or move_cpu) and (gpu if best is _GPU else cpu).settled:
+                bd.streak, bd.streak_device = STREAK - 1, best  # settled: repeat it, sampling one in STREAK
         self.last.append((elements, best, why, there, away))
         return best
 
@@ -170,6 +183,10 @@ class KernelModel:
         bd = self.bands.get(elements.bit_length()) or self.band_of(elements)
         if bd.probe is _NO_PROBE:
             bd.since += seconds
+            if bd.streak:
+                if not moved and device is bd.streak_device:
+                    return  # a repeated decision's dispatch: the streak's last one is the sample
+                bd.streak = 0  # something moved after all: the next decision asks again
         else:
             self._probe_seen(bd, device, seconds, moved)
         cost = bd.gpu if device is _GPU else bd.cpu

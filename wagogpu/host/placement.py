@@ -24,7 +24,7 @@ from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import BufferOperation, ReasonCode
 from .context import RuntimeContext
-from .costmodel import Device
+from .costmodel import Device, Probe
 
 if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from .module import Module
@@ -68,9 +68,18 @@ def measured_where(ctx: RuntimeContext, module: Module, kernel: KernelConfig, co
     """The measured choice for a dispatch both devices can run (host/dispatch.py asks it directly
     once the kernel's fixed GPU checks passed): the copies each device needs first, priced on the
     measured copy lines, and the kernel's model. Runs on every dispatch: kept to plain reads."""
+    costs = ctx.costs
+    model = costs.kernels.get((module.id, kernel.id))
+    if model is not None:  # a settled decision repeats without asking (costmodel.STREAK; a move ends it)
+        bd = model.bands.get(count.bit_length())
+        if bd is not None and bd.streak:
+            bd.streak -= 1
+            model.decisions += 1
+            return _WHERE_GPU if bd.streak_device is _GPU_DEVICE else _WHERE_CPU
+    else:
+        model = costs.model(module.id, kernel.id)
     if isinstance(module.cpu_kernels.get(kernel.id), str):  # its CPU module did not build: the GPU's
         return _WHERE_GPU
-    costs = ctx.costs
     move_gpu = move_cpu = 0.0
     if bound:
         up = down = ups = downs = 0
@@ -90,7 +99,6 @@ def measured_where(ctx: RuntimeContext, module: Module, kernel: KernelConfig, co
             move_gpu = costs.to_gpu.seconds(up, ups)
         if downs:
             move_cpu = costs.to_cpu.seconds(down, downs)
-    model = costs.kernels.get((module.id, kernel.id)) or costs.model(module.id, kernel.id)
     return _WHERE_GPU if model.choose(count, move_gpu, move_cpu) is _GPU_DEVICE else _WHERE_CPU
 
 
@@ -99,6 +107,7 @@ _BOTH = _CPU | _GPU
 _WRITE = Access.WRITE
 _WHERE_GPU, _WHERE_CPU = Where.GPU, Where.CPU
 _GPU_DEVICE, _CPU_DEVICE = Device.GPU, Device.CPU
+_NO_PROBE = Probe.NONE
 _ON_GPU = Placement(Where.GPU)
 _ON_CPU = Placement(Where.CPU, ReasonCode.NONE, "")
 
@@ -112,6 +121,10 @@ def observe(ctx: RuntimeContext, module: Module, kernel_id: int, where: Where, c
     seconds = time.perf_counter() - started
     costs = ctx.costs
     model = costs.kernels.get((module.id, kernel_id)) or costs.model(module.id, kernel_id)
+    bd = model.bands.get(count.bit_length())
+    if bd is not None and bd.streak and not (op.download_count or op.upload_count) and bd.probe is _NO_PROBE:
+        bd.since += seconds  # a repeated decision's dispatch, nothing moved: the streak's last one is the sample
+        return
     moved = op.download + op.conversion
     if where is _WHERE_CPU:
         model.observe(_CPU_DEVICE, count, seconds, moved)
