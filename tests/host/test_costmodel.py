@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from wagogpu.host.costmodel import (DEFAULT_COPY_FIXED, MIN_SAMPLES, PROBE_RATIO, CopyLine, CostModels, Device,
-                                    KernelModel, Why)
+from wagogpu.host.costmodel import (DEFAULT_COPY_FIXED, MIN_SAMPLES, PROBE_RATIO, STREAK, CopyLine, CostModels,
+                                    Device, KernelModel, Why)
 
 Cost = Callable[[int], float]
 COLD = 0.05  # a band's first dispatch: buffer allocation, upload, pipeline warm-up (50 ms)
@@ -199,3 +199,35 @@ def test_several_copies_in_one_record_count_each() -> None:
     models.note_copy(Device.CPU, 2 << 20, 2e-3, copies=2)
     assert models.to_cpu.copies == 2 and models.copy_seconds(Device.CPU, 1 << 20) == pytest.approx(1e-3)
     assert models.to_gpu.copies == 0
+
+
+def test_a_chosen_device_that_becomes_slower_is_left() -> None:
+    """The GPU wins, then takes 20x longer: its own samples (one per settled streak at first, every
+    dispatch once they stray from the estimate) move its estimate, and the kernel leaves it soon."""
+    model = KernelModel()
+    gpu_cost = [5e-5]
+    costs: dict[Device, Cost] = {Device.GPU: lambda n: gpu_cost[0], Device.CPU: twice_cpu}
+    assert ladder(model, [65536], costs)[65536] == [Device.GPU] * 7
+    gpu_cost[0] = 1e-3
+    picks = []
+    for _ in range(60):
+        device = model.choose(65536, 0.0, 0.0)
+        model.observe(device, 65536, costs[device](65536))
+        picks.append(device)
+    assert picks.index(Device.CPU) <= 3 * STREAK + MIN_SAMPLES + 2
+    assert picks[-10:] == [Device.CPU] * 10
+
+
+def test_a_settled_decision_repeats_until_a_move_is_needed() -> None:
+    model = KernelModel()
+    ladder(model, [4096], {Device.GPU: gpu_flat, Device.CPU: poly_cpu})
+    band = model.bands[(4096).bit_length()]
+    while band.streak != STREAK - 1:  # up to the next evaluated decision that starts a streak
+        device = model.choose(4096, 0.0, 0.0)
+        model.observe(device, 4096, poly_cpu(4096) if device is Device.CPU else gpu_flat(4096))
+    started, decisions = model.last[-1], model.decisions
+    for _ in range(STREAK - 2):  # inside the streak nothing is evaluated, yet every decision counts
+        assert model.choose(4096, 0.0, 0.0) is Device.CPU
+    assert model.last[-1] is started and model.decisions == decisions + STREAK - 2
+    assert model.choose(4096, 1.0, 0.0) is Device.CPU  # a move needed: asked again
+    assert model.last[-1] is not started and band.streak == 0
