@@ -14,14 +14,18 @@ only on the other device), priced on those lines.
 
 Choosing. A device with fewer than MIN_SAMPLES samples in the band is tried (forced exploration).
 Otherwise the device predicted cheaper, moves included, runs, except where the other device has
-the faster kernel and only the move keeps the kernel away: then staying accumulates what it costs
-per dispatch (the band's deficit), and once that sum reaches the move's cost the kernel moves (the
-ski-rental rule: at most twice the best schedule's cost, whether the data then stays or has to move
-again each time). The device not chosen is probed again once the band has spent PROBE_RATIO times
-what the probe is predicted to cost (a move there and back included), so probes take at most about
-1/PROBE_RATIO of the time; a probe that comes out well below the device's estimate is followed at
-once by another, until the estimate (a median) follows, so a device that got faster is found
-again within a bounded time.
+the faster kernel and only the move keeps the kernel away: then staying adds the kernels'
+difference to the band's deficit, and once that sum reaches what the move costs beyond staying the
+kernel moves (the ski-rental rule: at most twice the best schedule's cost, whether the data then
+stays or has to move again each time). The device not chosen is probed again once the band has
+spent PROBE_RATIO times what the last probe cost (its dispatch and the moves back it caused on the
+next one), so probes take about 1/PROBE_RATIO of the time whatever the devices' ratio; a probe that
+comes out well below the device's estimate is followed at once by another, until the estimate (a
+median) follows, so a device that got faster is found again within a bounded time.
+
+Cost. This runs on every dispatch, in Python: a settled decision (nothing to move, no probe due,
+the device's newest sample near its estimate) repeats for STREAK dispatches without being asked
+again, the streak's last dispatch the one sampled, and any move ends the streak.
 """
 from __future__ import annotations
 
