@@ -2,19 +2,22 @@
 placements: GPU only, CPU kernels only, threshold (min_elements) and measured (the cost model).
 
 python -m bench.placement_ladder [--kernel poly32] [--sizes 1024,4096,...,4194304] [--repeats 24]
-                                 [--explore 12] [--rounds 4] [--seconds 0.25] [--min-elements 65536]
+                                 [--explore 12] [--rounds 4] [--seconds 0.5] [--trials 3]
+                                 [--min-elements 65536]
                                  [--allow-software-adapter] > FILE.jsonl
 
 The guest is bench/cpu_kernels.py's (twice, poly32, hash over F32 buffers). The four hosts are
 open together; at each size every one gets fresh buffers (the input CPU-current, as the guest set
 it) and the same `explore` untimed dispatches, then its timed ones in `rounds` rounds that take the
-placements in turn, so that a load shift hits them alike. Per (placement, size) one JSONL record:
-the mean, median and minimum of the timed dispatches (at least `repeats`, and `seconds` of them)
-after the `explore` untimed ones (the measured model's exploration), and how many of the timed ones
-ran on the GPU and on the CPU. The summary's measured_over_best is measured's mean over the faster
-of GPU only and CPU only at that size (the issue's target: <= 1.2 at every size): the mean, so that
-the probes of the other device and the moves they cause inside the timed window count whole
-(measured_over_best_median beside it). Results are checked against numpy outside the timers (bit
+placements in turn, so that a load shift hits them alike; that `trials` times. Per (placement,
+size) one JSONL record: mean_ms, the median over the trials of each trial's mean dispatch time (a
+trial is at least `repeats` dispatches and `seconds` long), the median and minimum of all the timed
+dispatches, and how many ran on the GPU and on the CPU, all after the `explore` untimed ones (the
+measured model's exploration). The summary's measured_over_best is measured's mean_ms over the
+faster of GPU only and CPU only at that size (the issue's target: <= 1.2 at every size): means, so
+that the probes of the other device and the moves they cause count whole; the median over trials,
+so that one trial another process's load burst hit does not decide (measured_over_best_median
+beside it: medians of single dispatches, which leave probes out). Results are checked against numpy outside the timers (bit
 equality, or relaxed_float's 16 ulps where a float kernel's output came from the GPU); every
 record names the adapter.
 """
@@ -71,6 +74,12 @@ class Run:
         assert inst.call("setup", n) == 0  # fresh buffers, the input CPU-current as the guest set it
         self.times: list[float] = []
         self.outcomes: list[str] = []
+        self.trial_means: list[float] = []  # each trial's mean, seconds
+        self._trial_start = 0
+
+    def end_trial(self) -> None:
+        self.trial_means.append(statistics.fmean(self.times[self._trial_start:]))
+        self._trial_start = len(self.times)
 
     def dispatch(self, count: int, timed: bool, seconds: float = 0.0) -> None:
         """`count` dispatches, and more until `seconds` have passed."""
@@ -94,9 +103,10 @@ class Run:
         ok = matches(inst.memory_view()[4 * n:8 * n].view(np.float32), KERNELS[name][1](self.x),
                      relaxed=on_gpu and name != "hash")
         s = summary(self.times)
-        mean_ms = statistics.fmean(self.times) * 1e3
+        mean_ms = statistics.median(self.trial_means) * 1e3
         emit({"bench": "placement_ladder", "kernel": name, "placement": self.placement, "elements": n,
-              "median_ms": s["median_ms"], "mean_ms": mean_ms, "min_ms": s["min_ms"], "runs": s["runs"],
+              "median_ms": s["median_ms"], "mean_ms": mean_ms, "trial_means_ms": [m * 1e3 for m in self.trial_means],
+              "min_ms": s["min_ms"], "runs": s["runs"],
               "gpu_runs": outcomes.count("GPU"), "cpu_runs": outcomes.count("CPU"), "explore_dispatches": explore,
               "checked": ok, "check": "relaxed_float" if on_gpu and name != "hash" else "exact", "warm": True,
               "adapter": self.host.buffer_snapshot().device or "none (CPU only)", **env})
@@ -104,20 +114,25 @@ class Run:
         return {"median": s["median_ms"], "mean": mean_ms}
 
 
-def one_size(hosts: dict[str, Host], insts: dict[str, Any], name: str, kernel_id: int, n: int, repeats: int,
-             explore: int, rounds: int, seconds: float, env: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Every placement at one size: `explore` untimed dispatches each, then at least `repeats`
-    timed ones and `seconds` of them each, in `rounds` rounds that take the placements in turn
-    (each round starting one further on), so that a load shift on a shared machine hits them
-    alike and one stall weighs little in a mean."""
+def one_size(hosts: dict[str, Host], insts: dict[str, Any], name: str, kernel_id: int, n: int, args: Any,
+             env: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Every placement at one size: `explore` untimed dispatches each, then `trials` trials of at
+    least `repeats` timed dispatches and `seconds` of them each, in `rounds` rounds that take the
+    placements in turn (each round starting one further on), so that a load shift on a shared
+    machine hits them alike. A trial is long enough to hold the measured model's probes of the
+    other device in their share; the median of the trials' means keeps those and drops a trial
+    that another process's burst of load hit."""
     runs = [Run(hosts[p], insts[p], p, name, kernel_id, n) for p in PLACEMENTS]
     for run in runs:
-        run.dispatch(explore, timed=False)
-    per_round = max(1, -(-repeats // rounds))
-    for r in range(rounds):
-        for run in runs[r % len(runs):] + runs[:r % len(runs)]:
-            run.dispatch(per_round, timed=True, seconds=seconds / rounds)
-    return {run.placement: run.finish(explore, env) for run in runs}
+        run.dispatch(args.explore, timed=False)
+    per_round = max(1, -(-args.repeats // args.rounds))
+    for _ in range(args.trials):
+        for r in range(args.rounds):
+            for run in runs[r % len(runs):] + runs[:r % len(runs)]:
+                run.dispatch(per_round, timed=True, seconds=args.seconds / args.rounds)
+        for run in runs:
+            run.end_trial()
+    return {run.placement: run.finish(args.explore, env) for run in runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=24)
     parser.add_argument("--explore", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=0.25, help="least timed seconds per placement and size")
+    parser.add_argument("--seconds", type=float, default=0.5, help="least timed seconds per placement, size and trial")
+    parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--min-elements", type=int, default=65536)
     parser.add_argument("--allow-software-adapter", action="store_true")
     args = parser.parse_args(argv)
@@ -143,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "--allow-software-adapter runs it on lavapipe")
         insts = {p: h.instantiate(h.compile(guest_wat())) for p, h in hosts.items()}
         for n in sizes:
-            for placement, got in one_size(hosts, insts, args.kernel, kernel_id, n, args.repeats, args.explore,
-                                           args.rounds, args.seconds, env).items():
+            for placement, got in one_size(hosts, insts, args.kernel, kernel_id, n, args, env).items():
                 results[placement][n] = got
         measured = hosts["measured"].buffer_snapshot()
         (model,) = [k.placement for k in measured.kernels if k.kernel_id == kernel_id]
