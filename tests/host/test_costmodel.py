@@ -231,3 +231,17 @@ def test_a_settled_decision_repeats_until_a_move_is_needed() -> None:
     assert model.last[-1] is started and model.decisions == decisions + STREAK - 2
     assert model.choose(4096, 1.0, 0.0) is Device.CPU  # a move needed: asked again
     assert model.last[-1] is not started and band.streak == 0
+
+
+def test_noisy_probes_of_a_slower_device_do_not_cascade() -> None:
+    """A GPU about 1.6x slower whose times swing by 2x (a loaded host): a probe that lands low
+    against the GPU's own estimate but not below the CPU's asks for no second probe at once."""
+    model = KernelModel()
+    swings = [1.3e-3, 2.6e-3, 1.9e-3, 2.4e-3, 1.4e-3]
+    gpu_runs = 0
+    for i in range(6000):
+        device = model.choose(65536, 0.0, 0.0)
+        seconds = swings[i % len(swings)] if device is Device.GPU else 1.2e-3
+        model.observe(device, 65536, seconds)
+        gpu_runs += device is Device.GPU and i >= 12
+    assert 0 < gpu_runs < 6000 / PROBE_RATIO

@@ -20,8 +20,9 @@ kernel moves (the ski-rental rule: at most twice the best schedule's cost, wheth
 stays or has to move again each time). The device not chosen is probed again once the band has
 spent PROBE_RATIO times what the last probe cost (its dispatch and the moves back it caused on the
 next one), so probes take about 1/PROBE_RATIO of the time whatever the devices' ratio; a probe that
-comes out well below the device's estimate is followed at once by another, until the estimate (a
-median) follows, so a device that got faster is found again within a bounded time.
+comes out well below the device's estimate, and below the other device's, is followed at once by
+another, until the estimate (a median) follows, so a device that got faster is found again within a
+bounded time.
 
 Cost. This runs on every dispatch, in Python: a settled decision (nothing to move, no probe due,
 the device's newest sample near its estimate) repeats for STREAK dispatches without being asked
@@ -37,7 +38,7 @@ from typing import Protocol
 BAND_SAMPLES = 5  # recent dispatches kept per (device, band); the estimate is their lower median
 MIN_SAMPLES = 2  # samples a device needs in a band before its estimate there is trusted
 PROBE_RATIO = 32.0  # the band spends this many times a probe's predicted cost between probes
-RECHECK_BELOW = 0.75  # a sample under this share of the estimate asks for another probe at once
+RECHECK_BELOW = 0.75  # a sample under this share of the estimate (and the other's) asks for another probe at once
 STREAK = 8  # a settled decision (no move, no probe due) holds this many dispatches, one of them sampled
 COPY_DECAY = 0.8  # weight an older copy keeps at each newer one of the same direction
 DEFAULT_COPY_FIXED = 20e-6  # seconds per copy before one was measured
@@ -197,7 +198,10 @@ class KernelModel:
         if not cost.warm:  # the band's first (cold) dispatch on this device: not a sample
             cost.warm = True
             return
-        cost.add(seconds - moved if seconds > moved else 0.0)
+        sample = seconds - moved if seconds > moved else 0.0
+        cost.add(sample)
+        if cost.recheck:  # probe again at once only where this sample would win the band
+            cost.recheck = sample < (bd.cpu if device is _GPU else bd.gpu).estimate
 
     @staticmethod
     def _probe_seen(bd: Band, device: Device, seconds: float, moved: float) -> None:
