@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from wagogpu.host.costmodel import (DEFAULT_COPY_FIXED, MIN_SAMPLES, PROBE_RATIO, STREAK, CopyLine, CostModels,
-                                    Device, KernelModel, Why)
+from wagogpu.host.costmodel import (DEFAULT_COPY_FIXED, MIN_SAMPLES, PROBE_RATIO, SETTLE, STREAK, CopyLine,
+                                    CostModels, Device, KernelModel, Why)
 
 Cost = Callable[[int], float]
 COLD = 0.05  # a band's first dispatch: buffer allocation, upload, pipeline warm-up (50 ms)
@@ -71,14 +71,14 @@ def test_sizes_visited_largest_first_converge_too() -> None:
 
 
 def test_exploration_is_bounded_per_band() -> None:
-    """A new band costs each device its cold dispatch and MIN_SAMPLES samples, no more."""
+    """A new band costs each device its SETTLE transients (the first is cold) and MIN_SAMPLES samples, no more."""
     model = KernelModel()
     picks = [model.choose(4096, 0.0, 0.0) for _ in range(1)]
-    for _ in range(2 * (MIN_SAMPLES + 1) + 20):
+    for _ in range(2 * (MIN_SAMPLES + SETTLE) + 20):
         model.observe(picks[-1], 4096, 1e-3 if picks[-1] is Device.GPU else 1e-4)
         picks.append(model.choose(4096, 0.0, 0.0))
-    explored = 2 * (MIN_SAMPLES + 1)
-    assert picks[:explored] == [Device.GPU] * (MIN_SAMPLES + 1) + [Device.CPU] * (MIN_SAMPLES + 1)
+    explored = 2 * (MIN_SAMPLES + SETTLE)
+    assert picks[:explored] == [Device.GPU] * (MIN_SAMPLES + SETTLE) + [Device.CPU] * (MIN_SAMPLES + SETTLE)
     assert set(picks[explored:]) == {Device.CPU}
     assert model.report()["last"][-1]["why"].startswith("predicted")  # type: ignore[index]
 
@@ -101,7 +101,7 @@ def test_a_device_that_becomes_faster_is_found_again() -> None:
     else:
         pytest.fail("the faster GPU was never chosen again")
     # Before the first probe the band spends PROBE_RATIO times its price; then a few probes confirm.
-    assert spent <= PROBE_RATIO * (5e-3 + twice_cpu(65536)) + 10 * twice_cpu(65536)
+    assert spent <= PROBE_RATIO * ((SETTLE + 1) * 5e-3 + twice_cpu(65536)) + 10 * twice_cpu(65536)
     assert [model.choose(65536, 0.0, 0.0) for _ in range(5)] == [Device.GPU] * 5
 
 
@@ -136,12 +136,25 @@ def test_a_moves_cost_is_not_charged_to_the_kernels_band() -> None:
     assert max(band.gpu.seconds) == pytest.approx(2e-4)
 
 
-def test_the_lower_median_ignores_one_off_costs() -> None:
-    """The H200's 64K twice: a GPU band sampled [second output allocated, plain] must predict the plain time."""
+def test_transients_are_not_samples_and_the_lower_median_ignores_one_off_costs() -> None:
+    """The H200's 64K twice: the cold dispatch and the second (its second output allocated) are no
+    samples; of [a one-off 3x cost, plain] the band predicts the plain time."""
     model = KernelModel()
-    for seconds in (0.05, 0.03, 1e-4):  # cold (dropped), the second buffer's allocation, plain
+    for seconds in (0.05, 0.03, 3e-4, 1e-4):
         model.observe(Device.GPU, 65536, seconds)
     assert model.estimate(Device.GPU, 65536) == pytest.approx(1e-4)
+    assert max(model.bands[(65536).bit_length()].gpu.seconds) == pytest.approx(3e-4)
+
+
+def test_the_dispatches_just_after_a_change_of_device_are_not_samples() -> None:
+    """After a readback the next GPU dispatches carry a read-ahead (on the H200 about 0.4 ms each):
+    coming back to a device, its first SETTLE dispatches are transients, not the kernel's cost."""
+    model = KernelModel()
+    for device, seconds in [(Device.GPU, 1e-4)] * 4 + [(Device.CPU, 2e-4)] * 4 + [(Device.GPU, 5e-4)] * SETTLE:
+        model.observe(device, 4096, seconds)
+    assert list(model.bands[(4096).bit_length()].gpu.seconds) == [1e-4, 1e-4]
+    model.observe(Device.GPU, 4096, 1e-4)
+    assert list(model.bands[(4096).bit_length()].gpu.seconds) == [1e-4] * 3
 
 
 def test_a_move_waits_until_staying_has_cost_as_much() -> None:
@@ -226,10 +239,12 @@ def test_a_settled_decision_repeats_until_a_move_is_needed() -> None:
         device = model.choose(4096, 0.0, 0.0)
         model.observe(device, 4096, poly_cpu(4096) if device is Device.CPU else gpu_flat(4096))
     started, decisions = model.last[-1], model.decisions
-    for _ in range(STREAK - 2):  # inside the streak nothing is evaluated, yet every decision counts
+    for _ in range(STREAK - 3):  # inside the streak nothing is evaluated, yet every decision counts
         assert model.choose(4096, 0.0, 0.0) is Device.CPU
-    assert model.last[-1] is started and model.decisions == decisions + STREAK - 2
-    assert model.choose(4096, 1.0, 0.0) is Device.CPU  # a move needed: asked again
+    assert model.last[-1] is started and model.decisions == decisions + STREAK - 3
+    assert model.choose(4096, 1.0, 0.0) is Device.CPU  # a move to the other device: the repeat goes on
+    assert model.last[-1] is started
+    assert model.choose(4096, 0.0, 1.0) is Device.GPU  # a move to this one: asked again (and it stays away)
     assert model.last[-1] is not started and band.streak == 0
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from wagogpu import Access, BindingConfig, ElementType, KernelConfig
-from wagogpu.host.costmodel import MIN_SAMPLES
+from wagogpu.host.costmodel import MIN_SAMPLES, SETTLE
 
 from ..gpu_support import Guest, gpu_host
 from ..guests import looped_kernel
@@ -48,7 +48,7 @@ def test_threshold_placement_uses_min_elements():
 def test_measured_placement_explores_then_models_both_devices():
     host = gpu_host(kernels=[KERNEL], cpu_kernels=True, placement="measured")
     try:
-        counts = [64, 4096] * (2 * MIN_SAMPLES + 2)
+        counts = [64, 4096] * (2 * (MIN_SAMPLES + SETTLE) + 2)
         outcomes = dispatches(host, counts)
         assert {"CPU", "GPU"} <= set(outcomes)
         (model,) = [k.placement for k in host.buffer_snapshot().kernels if k.kernel_id == 1]
@@ -74,7 +74,7 @@ def test_measured_copy_lines_are_fed_by_the_dispatches_own_copies():
     try:
         costs = host.context.costs
         outcomes = []
-        for _ in range(2 * MIN_SAMPLES + 2):  # a new band: GPU (cold + samples), then CPU
+        for _ in range(2 * (MIN_SAMPLES + SETTLE)):  # a new band: GPU (transients + samples), then CPU
             assert g.dispatch(1, 4096) == 0
             outcomes.append(str(host.buffer_snapshot().last_dispatch.outcome))
             if outcomes[-1] == "CPU":
@@ -94,7 +94,8 @@ def test_a_dispatchs_upload_is_not_in_its_kernel_sample():
     uploaded its input is at most the dispatch's total less its upload."""
     host, g, src, _dst = measured_guest(profile_stages=True)
     try:
-        assert g.dispatch(1, 4096) == 0  # the band's cold GPU dispatch (not a sample)
+        for _ in range(SETTLE):  # the band's first GPU dispatches: transients (the first is cold), not samples
+            assert g.dispatch(1, 4096) == 0
         g.inst.write_buffer(src, np.arange(4096, dtype=np.int32) + 1)  # only the CPU copy is current now
         assert g.dispatch(1, 4096) == 0
         op = host.buffer_snapshot().last_dispatch

@@ -3,9 +3,11 @@ what a dispatch costs on each device without moving data, and per direction what
 
 Why this shape. A prediction rests only on what was observed near that size: each (device, band)
 keeps its last BAND_SAMPLES dispatch times (a band is a factor of 2 in elements) and predicts their
-lower median. The band's first dispatch on a device is dropped (buffer allocation, pipeline
-warm-up); later one-off costs (a second output buffer allocated, a read-ahead copy after a
-readback) only ever add time, which the lower median ignores while most samples are plain ones.
+lower median. The first SETTLE dispatches of a run on a device are transients, not samples: the
+band's first (buffer allocation, pipeline warm-up), the GPU's second (its second output buffer),
+and after a change of device the moves and the read-ahead copies a readback leaves asked for
+(two GPU dispatches carry one each; on the H200 about 0.4 ms a time). Other one-off costs only
+ever add time, which the lower median ignores while most samples are plain ones.
 The copies a dispatch made (uploads, readbacks: their measured seconds) are taken out of its
 sample and feed the copy lines instead, one per direction: seconds = fixed + per byte, fitted by
 least squares over the recent copies of every import (docs/cpu-kernels.md). A dispatch is
@@ -17,9 +19,10 @@ Otherwise the device predicted cheaper, moves included, runs, except where the o
 the faster kernel and only the move keeps the kernel away: then staying adds the kernels'
 difference to the band's deficit, and once that sum reaches what the move costs beyond staying the
 kernel moves (the ski-rental rule: at most twice the best schedule's cost, whether the data then
-stays or has to move again each time). The device not chosen is probed again once the band has
-spent PROBE_RATIO times what the last probe cost (its dispatch and the moves back it caused on the
-next one), so probes take about 1/PROBE_RATIO of the time whatever the devices' ratio; a probe that
+stays or has to move again each time). The device not chosen is probed again, SETTLE + 1
+dispatches there so that the last is a sample, once the band has spent PROBE_RATIO times what the
+last probe cost (its dispatches, and the moves and transients of the SETTLE dispatches back), so
+probes take about 1/PROBE_RATIO of the time whatever the devices' ratio; a probe that
 comes out well below the device's estimate, and below the other device's, is followed at once by
 another, until the estimate (a median) follows, so a device that got faster is found again within a
 bounded time.
@@ -40,6 +43,7 @@ MIN_SAMPLES = 2  # samples a device needs in a band before its estimate there is
 PROBE_RATIO = 32.0  # the band spends this many times a probe's predicted cost between probes
 RECHECK_BELOW = 0.75  # a sample under this share of the estimate (and the other's) asks for another probe at once
 STREAK = 8  # a settled decision (no move, no probe due) holds this many dispatches, one of them sampled
+SETTLE = 2  # dispatches after a change of device that are transients (a move, read-aheads, allocations), not samples
 COPY_DECAY = 0.8  # weight an older copy keeps at each newer one of the same direction
 DEFAULT_COPY_FIXED = 20e-6  # seconds per copy before one was measured
 DEFAULT_NS_PER_BYTE = 1.0  # ... and per byte (1 GB/s)
@@ -78,7 +82,6 @@ class DeviceBand:
     """One (device, band)'s recent dispatch times, moves taken out."""
 
     seconds: deque[float] = field(default_factory=lambda: deque(maxlen=BAND_SAMPLES))
-    warm: bool = False  # the band's first (cold) dispatch on this device was seen (and dropped)
     known: bool = False  # at least MIN_SAMPLES samples: the estimate is trusted
     estimate: float = 0.0  # lower median of `seconds`, kept at each sample (a decision reads it, cheaply)
     recheck: bool = False  # the newest sample fell well below the estimate: probe again at once
@@ -101,8 +104,8 @@ class Probe(enum.IntEnum):
     """Where a band is in accounting for its last probe."""
 
     NONE = 0
-    SENT = 1  # the probe's dispatch is under way
-    BACK = 2  # the probe ran: the next dispatch's moves are its cost too
+    SENT = 1  # the probe's SETTLE + 1 dispatches on the other device are under way
+    BACK = 2  # the probe ran: the next SETTLE dispatches back, moves and transients, are its cost too
 
 
 @dataclass(slots=True)
@@ -115,6 +118,9 @@ class Band:
     probe_cost: float = -1.0  # what the last probe cost, the moves back included (-1: none yet)
     probe: Probe = Probe.NONE
     probed: Device = Device.GPU  # the device of the probe being accounted for
+    probe_left: int = 0  # dispatches of the probe (SENT) or of its way back (BACK) still to come
+    last_device: Device | None = None  # the device of the band's previous dispatch
+    run: int = 0  # consecutive dispatches of the band on last_device (the current one included)
     deficit: float = 0.0  # seconds lost by staying off the faster kernel since the last move
     streak: int = 0  # dispatches left that repeat the last settled decision without asking again
     streak_device: Device = Device.GPU
@@ -122,7 +128,7 @@ class Band:
 
 _GPU, _CPU = Device.GPU, Device.CPU
 _EXPLORING, _PREDICTED, _MOVED, _PROBE = Why.EXPLORING, Why.PREDICTED, Why.MOVED, Why.PROBE
-_NO_PROBE = Probe.NONE
+_NO_PROBE, _SENT, _BACK = Probe.NONE, Probe.SENT, Probe.BACK
 # (count, device, why, predicted seconds there, predicted on the other; -1: not predicted)
 Decision = tuple[int, Device, Why, float, float]
 
@@ -147,10 +153,12 @@ class KernelModel:
         self.decisions += 1
         bd = self.bands.get(elements.bit_length()) or self.band_of(elements)
         if bd.streak:
-            if not (move_gpu or move_cpu):
+            if not (move_gpu if bd.streak_device is _GPU else move_cpu):
                 bd.streak -= 1
                 return bd.streak_device
             bd.streak = 0
+        if bd.probe is _SENT:  # a probe runs until it has a settled sample
+            return bd.probed
         gpu, cpu = bd.gpu, bd.cpu
         if not (gpu.known and cpu.known):
             device = _GPU if not gpu.known else _CPU
@@ -172,13 +180,13 @@ class KernelModel:
         elif bd.deficit:
             bd.deficit = 0.0
         if why is _PREDICTED and bd.probe is _NO_PROBE:
-            # A first probe is priced at the other device's prediction and, roughly, the move back.
-            cost = bd.probe_cost if bd.probe_cost >= 0 else away + move
+            # A first probe is priced at its dispatches' prediction and, roughly, the move back.
+            cost = bd.probe_cost if bd.probe_cost >= 0 else (SETTLE + 1) * away + move
             if other_band.recheck or bd.since >= PROBE_RATIO * cost:
                 other_band.recheck = False
-                bd.probe, bd.probed, bd.probe_cost = Probe.SENT, other, 0.0
+                bd.probe, bd.probed, bd.probe_cost, bd.probe_left = _SENT, other, 0.0, SETTLE + 1
                 best, there, away, why = other, away, there, _PROBE
-            elif gain <= 0 and not (move_gpu or move_cpu) and (gpu if best is _GPU else cpu).settled:
+            elif gain <= 0 and not (move_gpu if best is _GPU else move_cpu) and (gpu if best is _GPU else cpu).settled:
                 bd.streak, bd.streak_device = STREAK - 1, best  # settled: repeat it, sampling one in STREAK
         self.last.append((elements, best, why, there, away))
         return best
@@ -186,6 +194,11 @@ class KernelModel:
     def observe(self, device: Device, elements: int, seconds: float, moved: float = 0.0) -> None:
         """A finished dispatch: `seconds` of wall time, `moved` of them spent copying (not the kernel's)."""
         bd = self.bands.get(elements.bit_length()) or self.band_of(elements)
+        if device is bd.last_device:
+            bd.run += 1
+        else:
+            bd.last_device, bd.run = device, 1
+        cost = bd.gpu if device is _GPU else bd.cpu
         if bd.probe is _NO_PROBE:
             bd.since += seconds
             if bd.streak:
@@ -193,10 +206,8 @@ class KernelModel:
                     return  # a repeated decision's dispatch: the streak's last one is the sample
                 bd.streak = 0  # something moved after all: the next decision asks again
         else:
-            self._probe_seen(bd, device, seconds, moved)
-        cost = bd.gpu if device is _GPU else bd.cpu
-        if not cost.warm:  # the band's first (cold) dispatch on this device: not a sample
-            cost.warm = True
+            self._probe_seen(bd, device, cost, seconds, moved)
+        if bd.run <= SETTLE:  # the band's first dispatches on this device, or just after a change: transients
             return
         sample = seconds - moved if seconds > moved else 0.0
         cost.add(sample)
@@ -204,16 +215,20 @@ class KernelModel:
             cost.recheck = sample < (bd.cpu if device is _GPU else bd.gpu).estimate
 
     @staticmethod
-    def _probe_seen(bd: Band, device: Device, seconds: float, moved: float) -> None:
-        """A probe's dispatch, or the one after it (whose moves back belong to the probe)."""
-        if bd.probe is Probe.SENT and device is bd.probed:
+    def _probe_seen(bd: Band, device: Device, cost: DeviceBand, seconds: float, moved: float) -> None:
+        """A probe's dispatch, or one of the SETTLE after it (whose moves and excess over the
+        device's estimate belong to the probe)."""
+        if bd.probe is _SENT:
             bd.probe_cost += seconds
-            bd.probe = Probe.BACK
-            bd.since = 0.0
-        else:  # (or the probe's dispatch did not run where it was sent)
-            bd.probe_cost += moved
-            bd.probe = Probe.NONE
-            bd.since = seconds - moved
+            bd.probe_left -= 1
+            if bd.probe_left <= 0 or device is not bd.probed:  # (or it did not run where it was sent)
+                bd.probe, bd.probe_left, bd.since = _BACK, SETTLE, 0.0
+            return
+        extra = seconds - moved - cost.estimate if cost.known else 0.0
+        bd.probe_cost += moved + (extra if extra > 0 else 0.0)
+        bd.probe_left -= 1
+        if bd.probe_left <= 0:
+            bd.probe = _NO_PROBE
 
     def samples(self, device: Device) -> int:
         return sum((bd.gpu if device is _GPU else bd.cpu).samples for bd in self.bands.values())
