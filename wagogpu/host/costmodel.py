@@ -21,8 +21,9 @@ difference to the band's deficit, and once that sum reaches what the move costs 
 kernel moves (the ski-rental rule: at most twice the best schedule's cost, whether the data then
 stays or has to move again each time). The device not chosen is probed again, SETTLE + 1
 dispatches there so that the last is a sample, once the band has spent PROBE_RATIO times what the
-last probe cost (its dispatches, and the moves and transients of the SETTLE dispatches back), so
-probes take about 1/PROBE_RATIO of the time whatever the devices' ratio; a probe that
+last probe cost (its dispatches, and the moves and transients of the SETTLE dispatches back, which
+the kernels' estimates alone decide), so probes take about 1/PROBE_RATIO of the time whatever the
+devices' ratio; a probe that
 comes out well below the device's estimate, and below the other device's, is followed at once by
 another, until the estimate (a median) follows, so a device that got faster is found again within a
 bounded time.
@@ -163,6 +164,11 @@ class KernelModel:
         if not (gpu.known and cpu.known):
             device = _GPU if not gpu.known else _CPU
             self.last.append((elements, device, _EXPLORING, -1.0, -1.0))
+            return device
+        if bd.probe is _BACK:  # just after a probe: the kernels alone decide (the move back is the probe's cost)
+            device = _GPU if gpu.estimate <= cpu.estimate else _CPU
+            self.last.append((elements, device, _PREDICTED, min(gpu.estimate, cpu.estimate),
+                              max(gpu.estimate, cpu.estimate)))
             return device
         on_gpu, on_cpu = gpu.estimate + move_gpu, cpu.estimate + move_cpu
         if on_gpu <= on_cpu:
