@@ -196,7 +196,8 @@ class KernelDiagnostic:
     pipeline: float = 0.0
     loop_budget: int = 0  # ours: the loop budget its dispatches carry (0: no loop, or none is safe)
     # ours, placement="measured": per device its samples and median_us_from_elements (each size
-    # band's median µs, keyed by its smallest count); the last decisions
+    # band's estimate, the lower median in µs, keyed by its smallest count); the decisions count,
+    # the last decisions and the host's measured copy lines ("copies": to_GPU, to_CPU)
     placement: dict[str, object] = field(default_factory=dict)
 
 

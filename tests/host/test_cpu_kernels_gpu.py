@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from wagogpu import Access, BindingConfig, ElementType, KernelConfig
-from wagogpu.host.costmodel import MIN_SAMPLES
+from wagogpu.host.costmodel import MIN_SAMPLES, SETTLE
 
 from ..gpu_support import Guest, gpu_host
 from ..guests import looped_kernel
@@ -48,11 +48,60 @@ def test_threshold_placement_uses_min_elements():
 def test_measured_placement_explores_then_models_both_devices():
     host = gpu_host(kernels=[KERNEL], cpu_kernels=True, placement="measured")
     try:
-        counts = [64, 4096] * (2 * MIN_SAMPLES + 2)
+        counts = [64, 4096] * (2 * (MIN_SAMPLES + SETTLE) + 2)
         outcomes = dispatches(host, counts)
         assert {"CPU", "GPU"} <= set(outcomes)
         (model,) = [k.placement for k in host.buffer_snapshot().kernels if k.kernel_id == 1]
         assert model["CPU"]["samples"] >= MIN_SAMPLES and model["GPU"]["samples"] >= MIN_SAMPLES
         assert model["decisions"] == len(counts) and len(model["last"]) == 8
+    finally:
+        host.close()
+
+
+def measured_guest(**overrides):
+    host = gpu_host(kernels=[KERNEL], cpu_kernels=True, placement="measured", **overrides)
+    g = Guest(host, kernels=looped_kernel("triple", BODY))
+    src, dst = g.create(E.I32, 4096), g.create(E.I32, 4096)
+    g.inst.write_buffer(src, np.arange(4096, dtype=np.int32))
+    g.bind(src, dst)
+    return host, g, src, dst
+
+
+def test_measured_copy_lines_are_fed_by_the_dispatches_own_copies():
+    """Exploring the GPU uploads the input; the first CPU dispatch after it reads the GPU's output
+    back: each direction's line holds measured copies (not the default) without any other import."""
+    host, g, _src, dst = measured_guest()
+    try:
+        costs = host.context.costs
+        outcomes = []
+        for _ in range(2 * (MIN_SAMPLES + SETTLE)):  # a new band: GPU (transients + samples), then CPU
+            assert g.dispatch(1, 4096) == 0
+            outcomes.append(str(host.buffer_snapshot().last_dispatch.outcome))
+            if outcomes[-1] == "CPU":
+                break
+        assert outcomes[0] == "GPU" and outcomes[-1] == "CPU"
+        assert host.buffer_snapshot().last_dispatch.download_count == 1  # the CPU kernel read dst back
+        assert costs.to_gpu.copies >= 1 and costs.to_cpu.copies == 1
+        copies = host.buffer_snapshot().kernels[0].placement["copies"]
+        assert copies["to_CPU"]["copies"] == 1 and copies["to_GPU"]["copies"] >= 1
+        assert np.array_equal(g.inst.read_buffer(dst), np.arange(4096, dtype=np.int32) * 3)
+    finally:
+        host.close()
+
+
+def test_a_dispatchs_upload_is_not_in_its_kernel_sample():
+    """Profile mode keeps the stage times in the record: the GPU band's sample of a dispatch that
+    uploaded its input is at most the dispatch's total less its upload."""
+    host, g, src, _dst = measured_guest(profile_stages=True)
+    try:
+        for _ in range(SETTLE):  # the band's first GPU dispatches: transients (the first is cold), not samples
+            assert g.dispatch(1, 4096) == 0
+        g.inst.write_buffer(src, np.arange(4096, dtype=np.int32) + 1)  # only the CPU copy is current now
+        assert g.dispatch(1, 4096) == 0
+        op = host.buffer_snapshot().last_dispatch
+        assert str(op.outcome) == "GPU" and op.upload_count == 1 and op.upload > 0
+        band = host.context.costs.model(g.inst.module.id, 1).bands[(4096).bit_length()]
+        assert len(band.gpu.seconds) == 1
+        assert 0 < band.gpu.seconds[-1] <= op.total - op.upload
     finally:
         host.close()

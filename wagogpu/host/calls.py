@@ -178,6 +178,8 @@ class ImportGroup:
         op.reason_code = reason_code
         op.reason = reason
         op.total = time.perf_counter() - call.started
+        if op.download_count:  # measured readbacks feed placement's copy line (before the zeroing below)
+            self.ctx.costs.note_readbacks(op)
         if self.ctx.config.profile_stages and success and op.transfer_counts_complete:
             op.profile_valid = True
         else:

@@ -12,7 +12,7 @@ from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
 from .calls import U32, Handlers, ImportCall, ImportGroup, ImportScope
 from .cpukernels import compiled_cpu_kernel
-from .placement import MEASURED, Where, observe, place
+from .placement import MEASURED, Where, measured_where, observe, place
 
 # A kernel the GPU ran and found trapping traps on the CPU too: straight to the guest's runner.
 KERNEL_ERRORS = frozenset((ReasonCode.KERNEL_TRAP, ReasonCode.LOOP_BUDGET, ReasonCode.INDEX_RANGE))
@@ -71,6 +71,8 @@ class DispatchImport(ImportGroup):
         dispatch_plan = entry.dispatch_plan
         if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable and not entry.measured:
             where, reason_code, reason = Where.GPU, ReasonCode.NONE, ""  # what place() answers once the fixed checks passed
+        elif entry.measured and entry.gpu_ready and ctx.residency.usable:  # (place()'s measured answer, its checks passed)
+            where, reason_code, reason = measured_where(ctx, self.module, entry.kernel, count, bound), ReasonCode.NONE, ""
         else:
             placed = place(ctx, self.module, entry.kernel, entry.plan, count, bound)
             where, reason_code, reason = placed.where, placed.reason_code, placed.reason
@@ -79,10 +81,9 @@ class DispatchImport(ImportGroup):
             span = self.scope.guest_memory(memory) if memory >= 0 and self.scope.guest_memory else None
             result = ctx.dispatcher.run(self.buffers, dispatch_plan, bound, count, call.deadline, call.op, span)
             if result.end is DispatchEnd.PUBLISHED:
-                status = self._finish(call, Status.OK, outcome=Outcome.GPU)
-                if entry.measured:
-                    observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op)
-                return status
+                if entry.measured:  # (before the record closes: its stage times stand until then)
+                    observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op, call.started)
+                return self._finish(call, Status.OK, outcome=Outcome.GPU)
             if result.end is DispatchEnd.REFUSED:
                 return self._finish(call, result.status)
             reason_code, reason = result.reason_code, result.reason
@@ -192,7 +193,6 @@ class DispatchImport(ImportGroup):
         if result.trapped:
             return self._finish(call, Status.CPU_FALLBACK, reason_code=ReasonCode.KERNEL_TRAP,
                                 reason=f"the CPU kernel trapped ({result.trapped}); nothing was committed")
-        status = self._finish(call, Status.OK, outcome=Outcome.CPU)
         if entry.measured:
-            observe(self.ctx, self.module, entry.kernel.id, Where.CPU, count, call.op)
-        return status
+            observe(self.ctx, self.module, entry.kernel.id, Where.CPU, count, call.op, call.started)
+        return self._finish(call, Status.OK, outcome=Outcome.CPU)

@@ -12,17 +12,19 @@ that residency implies included.
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..abi import accessor as acc
 from ..abi.table import Access
 from ..buffers import Buffer
+from ..buffers.records import FLAGS_WORD
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import BufferOperation, ReasonCode
 from .context import RuntimeContext
-from .costmodel import Device
+from .costmodel import Device, Probe
 
 if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from .module import Module
@@ -47,46 +49,94 @@ def place(ctx: RuntimeContext, module: Module, kernel: KernelConfig, plan: Kerne
           bound: dict[int, Buffer] | None = None) -> Placement:
     """Where a dispatch of `count` elements of `kernel` runs now (`bound`: its buffers, for the
     copies a device change implies under measured placement)."""
-    code, reason = ctx.gpu_decision(module, kernel, plan, count)
     cfg = ctx.config
     cpu = cfg.cpu_kernels and plan.cls is KernelClass.ELIGIBLE
     if cfg.placement == MEASURED and cpu:
-        if code is ReasonCode.BELOW_THRESHOLD:  # min_elements aside, could the GPU run it?
-            code, reason = ctx.gpu_decision(module, kernel, plan, kernel.min_elements)
-            if code is not ReasonCode.NONE:
-                return Placement(Where.CPU, code, reason)
+        # min_elements aside: could the GPU run it? (the only check that depends on the count)
+        code, reason = ctx.gpu_decision(module, kernel, plan, max(count, kernel.min_elements))
         if code is ReasonCode.NONE:
-            return _measured(ctx, module, kernel, count, bound)
+            return _ON_GPU if measured_where(ctx, module, kernel, count, bound) is Where.GPU else _ON_CPU
+        return Placement(Where.CPU, code, reason)
+    code, reason = ctx.gpu_decision(module, kernel, plan, count)
     if code is ReasonCode.NONE:
-        return Placement(Where.GPU)
+        return _ON_GPU
     return Placement(Where.CPU if cpu else Where.GUEST, code, reason)
 
 
-def _measured(ctx: RuntimeContext, module: Module, kernel: KernelConfig, count: int,
-              bound: dict[int, Buffer] | None) -> Placement:
+def measured_where(ctx: RuntimeContext, module: Module, kernel: KernelConfig, count: int,
+                   bound: dict[int, Buffer] | None) -> Where:
+    """The measured choice for a dispatch both devices can run (host/dispatch.py asks it directly
+    once the kernel's fixed GPU checks passed): the copies each device needs first, priced on the
+    measured copy lines, and the kernel's model. Runs on every dispatch: kept to plain reads."""
     costs = ctx.costs
-    to_cpu = to_gpu = 0
+    model = costs.kernels.get((module.id, kernel.id))
+    if model is not None:  # a settled decision repeats without asking (costmodel.STREAK; a move ends it)
+        bd = model.bands.get(count.bit_length())
+        if bd is not None and bd.streak:
+            bd.streak -= 1
+            model.decisions += 1
+            return _WHERE_GPU if bd.streak_device is _GPU_DEVICE else _WHERE_CPU
+    else:
+        model = costs.model(module.id, kernel.id)
+    if isinstance(module.cpu_kernels.get(kernel.id), str):  # its CPU module did not build: the GPU's
+        return _WHERE_GPU
+    move_gpu = move_cpu = 0.0
     if bound:
+        up = down = ups = downs = 0
         for b in kernel.bindings:
             buf = bound[b.slot]
-            flags = buf.record.flags
-            if not flags & acc.CPU_CURRENT:  # the CPU path reads every stale binding back first
-                to_cpu += buf.nbytes
-            if not flags & acc.GPU_CURRENT and not (b.access == Access.WRITE and count == buf.length):
-                to_gpu += buf.gpu_bytes  # (an output the GPU replaces whole is not uploaded: buffers/setup.py)
-    device = costs.model(module.id, kernel.id).choose(
-        count, costs.copy_seconds(Device.GPU, to_gpu), costs.copy_seconds(Device.CPU, to_cpu))
-    return _ON_GPU if device is Device.GPU else _ON_CPU
+            flags = buf.record.words[FLAGS_WORD]
+            if flags & _BOTH != _BOTH:
+                if not flags & _CPU and not buf.parked_valid():  # the CPU path reads it back first
+                    down += buf.gpu_bytes
+                    downs += 1
+                if not flags & _GPU and not (b.access is _WRITE and count == buf.length):
+                    # (an output the GPU replaces whole is not uploaded: buffers/setup.py; a dirty range is)
+                    start, end = buf.record.dirty() or (0, buf.length)
+                    up += (end - start) * buf.gpu_stride
+                    ups += 1
+        if ups:
+            move_gpu = costs.to_gpu.seconds(up, ups)
+        if downs:
+            move_cpu = costs.to_cpu.seconds(down, downs)
+    return _WHERE_GPU if model.choose(count, move_gpu, move_cpu) is _GPU_DEVICE else _WHERE_CPU
 
 
+_CPU, _GPU = acc.CPU_CURRENT, acc.GPU_CURRENT
+_BOTH = _CPU | _GPU
+_WRITE = Access.WRITE
+_WHERE_GPU, _WHERE_CPU = Where.GPU, Where.CPU
+_GPU_DEVICE, _CPU_DEVICE = Device.GPU, Device.CPU
+_NO_PROBE = Probe.NONE
 _ON_GPU = Placement(Where.GPU)
 _ON_CPU = Placement(Where.CPU, ReasonCode.NONE, "")
 
 
-def observe(ctx: RuntimeContext, module: Module, kernel_id: int, where: Where, count: int, op: BufferOperation) -> None:
-    """A finished dispatch's wall time, for the measured model of the device it ran on: the copies
-    it made (uploads, readbacks, device copies) taken out, since the model prices those apart."""
-    if ctx.config.placement == MEASURED and where is not Where.GUEST:
-        device = Device.GPU if where is Where.GPU else Device.CPU
-        seconds = op.total - op.upload - op.download - op.device_copy
-        ctx.costs.model(module.id, kernel_id).observe(device, count, seconds)
+def observe(ctx: RuntimeContext, module: Module, kernel_id: int, where: Where, count: int, op: BufferOperation,
+            started: float) -> None:
+    """A finished dispatch (called before its record is closed, while its stage times still stand),
+    for the measured model of the device it ran on: its wall time since `started`, the copies it
+    made taken out. Its readbacks feed the copy line toward the CPU when the record closes
+    (CostModels.note_readbacks); its uploads feed the line toward the GPU here."""
+    seconds = time.perf_counter() - started
+    costs = ctx.costs
+    model = costs.kernels.get((module.id, kernel_id)) or costs.model(module.id, kernel_id)
+    bd = model.bands.get(count.bit_length())
+    if bd is not None and bd.streak and not (op.download_count or op.upload_count) and bd.probe is _NO_PROBE:
+        bd.since += seconds  # a repeated decision's dispatch, nothing moved: the streak's last one is the sample
+        return
+    moved = op.download + op.conversion
+    if where is _WHERE_CPU:
+        model.observe(_CPU_DEVICE, count, seconds, moved)
+        return
+    ups = op.upload_count
+    if ups:
+        # The recorded upload time is the host's part (into staging); the device's copy runs in the
+        # same submission, so where the band's kernel time is known the rest counts too.
+        uploaded = op.upload
+        known = model.estimate(_GPU_DEVICE, count)
+        if known is not None:
+            uploaded = max(uploaded, seconds - moved - known)
+        costs.to_gpu.add(op.gpu_upload_bytes, uploaded, ups)
+        moved += uploaded
+    model.observe(_GPU_DEVICE, count, seconds, moved + op.device_copy)

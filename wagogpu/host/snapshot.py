@@ -96,7 +96,7 @@ def kernel_diagnostic(ctx: RuntimeContext, module: Module, k: KernelConfig) -> K
         d.reason = plan.reason or ctx.gpu_decision(module, k, plan, 1 << 32)[1]
     model = ctx.costs.kernels.get((module.id, k.id))
     if model is not None:
-        d.placement = model.report()
+        d.placement = {**model.report(), "copies": ctx.costs.report()}
     return d
 
 
