@@ -182,7 +182,7 @@ class Residency:
                     op: BufferOperation) -> tuple[Status, int]:
         """(status, address) of buf's current bytes for a copy-back: the CPU copy, or a parked
         readback (a big buffer whose CPU copy is stale is read back and parked, not copied in)."""
-        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+        if self.pending.dispatches and not buf.record.flags & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status, 0
@@ -193,7 +193,7 @@ class Residency:
             self.unpark(inst, buf)
         if flags & (acc.CPU_CURRENT | acc.LOST) or not buf.raw or buf.gpu_bytes < self.tuning.park_min_bytes:
             status = self.make_cpu_current(inst, buf, deadline, counters, op)
-            return status, inst.cpu_address(buf) if status == Status.OK else 0
+            return status, 0 if status else inst.cpu_address(buf)
         status = self._readback(inst, buf, deadline, counters, op, park=True)
         return status, buf.parked[0].mapped if status == Status.OK and buf.parked is not None else 0
 
@@ -201,7 +201,7 @@ class Residency:
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
                          counters: TransferCounters, op: BufferOperation | None = None) -> Status:
         """docs/design/abi.md §4.4: the whole buffer read back once when the CPU copy is stale."""
-        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+        if self.pending.dispatches and not buf.record.flags & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status
@@ -266,7 +266,7 @@ class Residency:
                 words = dev.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), out=direct)
         except DeviceFailure as exc:
             return self._readback_failed(inst, buf, exc, deadline, op)
-        t1 = time.perf_counter()
+        t1 = time.perf_counter() if self.profile_stages else 0.0
         if park:
             buf.parked, d.staging = d.staging, None
             buf.parked_version = buf.record.version
@@ -276,7 +276,7 @@ class Residency:
             buf.record.mark_cpu_current()
         buf.readahead_hint = True
         buf.readahead_sent = False
-        if op is not None:
+        if op is not None and self.profile_stages:  # (outside profile mode a record's stages stay 0)
             op.download += t1 - t0
             op.conversion += time.perf_counter() - t1
         counters.logical_download_bytes += buf.nbytes

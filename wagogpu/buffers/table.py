@@ -33,6 +33,9 @@ class InstanceBuffers:
         self.limits = limits
         self.device_side = device_side
         self.buffers: dict[int, Buffer] = {}
+        # Counts changes to the binding set (a bind, a free, closing): whatever was checked about
+        # the buffers in the slots (a steady dispatch plan) holds while it stays the same.
+        self.bindings_epoch = 0
         self.reserved = 0
         self.peak = 0
         self.cpu_charge = 0
@@ -82,6 +85,11 @@ class InstanceBuffers:
 
     def buffer(self, handle: int) -> Buffer | None:
         return self.buffers.get(handle)
+
+    def bind(self, slot: int, handle: int) -> None:
+        """bindBuffer's effect (its checks are the caller's): the slot holds handle, 0 for none."""
+        self._slot_words[slot] = handle
+        self.bindings_epoch += 1
 
     def state(self, buf: Buffer) -> BufferState:
         return buf.state
@@ -158,6 +166,7 @@ class InstanceBuffers:
         if buf.stage is not None or buf.parked is not None:
             self.device_side.drop_held(self, buf, Held.ALL)
         del self.buffers[buf.handle]
+        self.bindings_epoch += 1
         slots = self._slot_words
         for i in range(SLOT_COUNT):
             if slots[i] == buf.handle:
@@ -187,6 +196,7 @@ class InstanceBuffers:
         self.release(self.device.retired_bytes)
         self.device.retired_bytes = 0
         self.closed = True
+        self.bindings_epoch += 1
         if self in self.budget.instances:
             self.budget.instances.remove(self)
 

@@ -50,6 +50,27 @@ STATUS_REASONS: dict[int, str] = {
 _ZERO_STAGES = dict.fromkeys(STAGE_FIELDS, 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """What a status alone decides about a record, worked out once per status: the plain int the
+    guest gets, the outcome when the import names none, and for an error its reason code (None:
+    the import's own, else CONTRACT_ERROR) and the reason used when the import gives none."""
+
+    code: int
+    outcome: Outcome
+    success: bool
+    reason_code: ReasonCode | None
+    reason: str
+
+
+#: Indexed by status value: _finish reads one entry instead of converting the enum and asking
+#: three dicts on every call.
+ENDINGS: tuple[Ending, ...] = tuple(
+    Ending(int(s), _OUTCOME_BY_STATUS.get(s, Outcome.ERROR), s in _SUCCESSES, REASON_BY_STATUS.get(s),
+           STATUS_REASONS.get(s, "")) for s in sorted(Status))
+assert [e.code for e in ENDINGS] == list(range(len(ENDINGS)))
+
+
 class ImportCall:
     """One non-scalar import being served: its record, when it started and its deadline."""
 
@@ -126,9 +147,14 @@ class ImportGroup:
 
     def __init__(self, scope: ImportScope) -> None:
         self.scope = scope
-        self.ctx = scope.ctx
+        self.ctx = ctx = scope.ctx
         self.buffers = scope.buffers
         self.module = scope.module
+        # Made with the host and kept for its life, used by every call: bound once. (The config is
+        # read per call: the host may replace it.)
+        self._check_loss = ctx.residency.check_loss
+        self._pending = ctx.residency.pending
+        self._record = ctx.log.record
 
     def handlers(self) -> Handlers:
         """The imports this group serves."""
@@ -141,9 +167,8 @@ class ImportGroup:
         op = BufferOperation.start(scope.import_name, self.buffers.instance_id, count, kernel_id)
         call = ImportCall(op, started, started + self.ctx.config.run_timeout)
         op.queue_wait = time.perf_counter() - started
-        res = self.ctx.residency
-        res.check_loss()
-        pending = res.pending
+        self._check_loss()
+        pending = self._pending
         if pending.dispatches and pending.overdue():  # pipelined work waited on too long: settle it
             pending.settle(call.deadline)
         return call
@@ -166,22 +191,24 @@ class ImportGroup:
 
     def _finish(self, call: ImportCall, status: int, outcome: Outcome | None = None,
                 reason_code: ReasonCode = ReasonCode.NONE, reason: str = "") -> int:
-        """Record Last (every non-scalar import, every status) and add this call's counters to Totals."""
+        """Record Last (every non-scalar import, every status) and add this call's counters to Totals.
+        Stage durations are written by the paths that time them only in profile mode, so outside
+        it a record's stages stay the class's zeros without being written here."""
         op = call.op
-        op.status = code = int(status)
-        op.outcome = outcome or _OUTCOME_BY_STATUS.get(status) or Outcome.ERROR
-        success = status in _SUCCESSES
-        if not success:
-            reason_code = REASON_BY_STATUS.get(status) or (
+        end = ENDINGS[status]
+        op.status = end.code
+        op.outcome = outcome or end.outcome
+        if not end.success:
+            reason_code = end.reason_code or (
                 reason_code if reason_code is not ReasonCode.NONE else ReasonCode.CONTRACT_ERROR)
-            reason = reason or STATUS_REASONS.get(status, "")
+            reason = reason or end.reason
         op.reason_code = reason_code
         op.reason = reason
         op.total = time.perf_counter() - call.started
-        if self.ctx.config.profile_stages and success and op.transfer_counts_complete:
-            op.profile_valid = True
-        else:
-            op.profile_valid = False
-            op.__dict__.update(_ZERO_STAGES)
-        self.ctx.log.record(op)
-        return code
+        if self.ctx.config.profile_stages:
+            if end.success and op.transfer_counts_complete:
+                op.profile_valid = True
+            else:
+                op.__dict__.update(_ZERO_STAGES)
+        self._record(op)
+        return end.code
