@@ -78,6 +78,11 @@ class InstanceBuffers:
     def cpu_bytes(self, buf: Buffer) -> np.ndarray:
         return self._view[buf.ptr:buf.ptr + buf.nbytes]
 
+    def cpu_range(self, buf: Buffer, start: int, end: int) -> np.ndarray:
+        """The bytes of buf's elements [start, end) in its CPU copy (one slice of the memory view)."""
+        size = buf.stored_bytes
+        return self._view[buf.ptr + start * size:buf.ptr + end * size]
+
     @property
     def slots(self) -> memoryview:
         """The slot table as u32 words: slot -> bound handle, 0 for none."""
