@@ -1,4 +1,4 @@
-"""The steady state of one kernel's dispatch over one binding set (a resident loop).
+"""The steady state of one kernel's dispatch over one binding set, a resident loop (docs/design/abi.md §4.11).
 
 A guest that dispatches the same kernel over the same buffers again and again asks the same
 questions every time: which bound buffer is read and which written, what the storage bindings are
