@@ -114,9 +114,10 @@ class BufferRecord:
 
     def dirty(self) -> tuple[int, int] | None:
         """The element range written on the CPU since the GPU copy was current, if any."""
-        if not self.flags & acc.DIRTY:
+        w = self.words
+        if not w[_FLAGS] & acc.DIRTY:
             return None
-        return self.dirty_start, self.dirty_end
+        return w[_DIRTY_START], w[_DIRTY_END]
 
     def note_cpu_write(self, start: int, end: int) -> None:
         """A committed CPU write of [start, end): version +1, GPU copy stale, dirty interval (docs/design/abi.md §4.5).

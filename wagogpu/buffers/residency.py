@@ -24,7 +24,7 @@ from .convert import words_to_stored
 from .eviction import Held
 from .quarantine import QuarantineLatch
 from .pending import PendingWork
-from .records import Buffer
+from .records import FLAGS_WORD, Buffer
 from .table import InstanceBuffers
 from .tuning import PipelineTuning, ResolvedTuning, TransferTuning
 
@@ -188,7 +188,7 @@ class Residency:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status, 0
-        flags = buf.record.flags
+        flags = buf.record.words[FLAGS_WORD]
         if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
             if buf.parked_valid():
                 return Status.OK, buf.parked[0].mapped
@@ -207,7 +207,7 @@ class Residency:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status
-        flags = buf.record.flags
+        flags = buf.record.words[FLAGS_WORD]
         if flags & acc.LOST:
             return Status.CONTENTS_LOST
         if flags & acc.CPU_CURRENT:

@@ -115,6 +115,21 @@ class InstanceBuffers:
     def reserve(self, nbytes: int) -> bool:
         """Charge nbytes to this instance and the runtime, evicting idle resources first (docs/design/abi.md §4.9)."""
         budget = self.budget
+        reserved = self.reserved + nbytes
+        total = budget.v1_bytes + budget.legacy_bytes + nbytes
+        if reserved <= self.limits.max_bytes and total <= budget.max_bytes:  # fits: nothing to evict
+            self.reserved = reserved
+            budget.v1_bytes += nbytes
+            if reserved > self.peak:
+                self.peak = reserved
+            if total > budget.peak_bytes:
+                budget.peak_bytes = total
+            return True
+        return self._reserve_evicting(nbytes)
+
+    def _reserve_evicting(self, nbytes: int) -> bool:
+        """reserve() when the charge does not fit as things are: evict, then charge if it fits now."""
+        budget = self.budget
         over = self.reserved + nbytes - self.limits.max_bytes
         if over > 0:
             self.release_idle(over)
