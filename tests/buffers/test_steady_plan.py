@@ -26,9 +26,9 @@ DOUBLE = kernel(2, "double")
 N = 64
 
 
-def resident_guest(n: int = N) -> tuple[Guest, int, int, np.ndarray]:
+def resident_guest(n: int = N, **config) -> tuple[Guest, int, int, np.ndarray]:
     """A guest with x -> y bound for DOUBLE, x set and already on the device (one dispatch made)."""
-    g = Guest(gpu_host(kernels=[DOUBLE]), kernels=runner_kernel("double", 0, 1, "(f32.mul $x (f32.const 2))"))
+    g = Guest(gpu_host(kernels=[DOUBLE], **config), kernels=runner_kernel("double", 0, 1, "(f32.mul $x (f32.const 2))"))
     x, y = g.create(F32, n), g.create(F32, n)
     values = np.arange(n, dtype=np.float32) - 7
     assert g.set_f32(x, values) == 0
@@ -189,5 +189,18 @@ def test_a_steady_dispatch_past_its_deadline_commits_nothing():
     ctx.config = dataclasses.replace(ctx.config, run_timeout=5.0)
     assert g.dispatch(DOUBLE.id, N) == Status.OK  # the scratch it took went back: steady again
     assert len(seen) == 4 and seen[-1] is seen[0]
+    assert np.array_equal(g.get_f32(y, N, guest=4096), values * 2)
+    g.host.close()
+
+
+def test_steady_dispatches_keep_their_profile():
+    g, x, y, values = resident_guest(profile_stages=True)
+    assert g.dispatch(DOUBLE.id, N) == Status.OK
+    seen = executes(g)
+    for _ in range(3):
+        assert g.dispatch(DOUBLE.id, N) == Status.OK
+        last = g.last
+        assert last.profile_valid and last.compute > 0 and last.commit > 0
+    assert seen[0] is seen[2]  # (steady ones)
     assert np.array_equal(g.get_f32(y, N, guest=4096), values * 2)
     g.host.close()

@@ -176,9 +176,13 @@ class Dispatcher:
             return self.unwind(steady.transaction(inst, deadline, op, taken), _CANCELLED)
         if dev.is_lost():
             return self.fail(steady.transaction(inst, deadline, op, taken), "device lost after dispatch")
+        profile = res.profile_stages  # (the commit's time is reported in profile mode only)
+        t0 = time.perf_counter() if profile else 0.0
         readahead = execute.readahead
         for (_slot, buf, size), written in zip(steady.outputs, taken):
             self._commit_output(inst, buf, written[0], size, readahead)
+        if profile:
+            op.commit += time.perf_counter() - t0
         return PUBLISHED
 
     def _completed(self, tx: Transaction, result: ExecuteResult) -> None:
