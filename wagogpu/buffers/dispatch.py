@@ -65,8 +65,8 @@ class Dispatcher:
     def run(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
             deadline: float, op: BufferOperation, guest_memory: tuple[int, int] | None = None,
             steady: SteadyPlan | None = None) -> DispatchResult:
-        """One dispatch transaction. ``steady``: the binding set's steady plan (steady.py), which
-        fills the transaction when the state allows instead of the plan phase below."""
+        """One dispatch transaction. ``steady``: the binding set's steady plan (steady.py); a waited
+        dispatch in its steady state runs _steady's fixed sequence instead of the plan phase below."""
         res = self.res
         pipelined = self.pipelined and not plan.error_word
         pending = res.pending
