@@ -204,3 +204,72 @@ def test_steady_dispatches_keep_their_profile():
     assert seen[0] is seen[2]  # (steady ones)
     assert np.array_equal(g.get_f32(y, N, guest=4096), values * 2)
     g.host.close()
+
+
+class GeneralPath:
+    """Counts the dispatches that went through the plan phase (plan_slots) instead of the steady plan."""
+
+    def __init__(self, monkeypatch) -> None:
+        import wagogpu.buffers.dispatch as dispatch
+
+        self.calls = 0
+        real = dispatch.plan_slots
+
+        def counted(res, tx):
+            self.calls += 1
+            return real(res, tx)
+
+        monkeypatch.setattr(dispatch, "plan_slots", counted)
+
+
+def test_a_round_trip_loop_uploads_through_the_steady_plan(monkeypatch):
+    g, x, y, values = resident_guest()
+    assert g.dispatch(DOUBLE.id, N) == Status.OK
+    general = GeneralPath(monkeypatch)
+    totals = g.host.buffer_snapshot().totals.logical_upload_bytes
+    reserved = None
+    for i in range(5):
+        assert g.set_f32(x, values + i) == 0
+        assert g.dispatch(DOUBLE.id, N) == Status.OK
+        last = g.last
+        assert (last.upload_count, last.logical_upload_bytes, last.outcome) == (1, 4 * N, Outcome.GPU)
+        assert np.array_equal(g.get_f32(y, N, guest=4096), (values + i) * 2)
+        reserved = reserved or g.inst.buffers.reserved
+        assert g.inst.buffers.reserved == reserved  # each upload's charge was given back
+    assert general.calls == 0
+    assert g.host.buffer_snapshot().totals.logical_upload_bytes == totals + 5 * 4 * N
+    # A set of part of x: only its dirty range goes up, still steady.
+    assert g.set_f32(x, np.full(8, 100, np.float32), offset=8) == 0
+    assert g.dispatch(DOUBLE.id, N) == Status.OK and g.last.logical_upload_bytes == 4 * 8
+    want = (values + 4) * 2
+    want[8:16] = 200
+    assert np.array_equal(g.get_f32(y, N, guest=4096), want)
+    assert general.calls == 0
+    g.host.close()
+
+
+def test_an_upload_that_must_evict_takes_the_general_path(monkeypatch):
+    g, x, y, values = resident_guest()
+    assert g.dispatch(DOUBLE.id, N) == Status.OK
+    assert g.get_f32(y, N, guest=4096) is not None  # a readback staging is held now: evictable
+    inst = g.inst.buffers
+    reserved = inst.reserved
+    inst.limits = dataclasses.replace(inst.limits, max_bytes=reserved + 4 * N - 1)  # the upload must evict
+    general = GeneralPath(monkeypatch)
+    assert g.set_f32(x, values + 1) == 0
+    assert g.dispatch(DOUBLE.id, N) == Status.OK
+    assert general.calls == 1 and inst.reserved < reserved  # it evicted, then uploaded
+    assert np.array_equal(g.get_f32(y, N, guest=4096), (values + 1) * 2)
+    g.host.close()
+
+
+def test_steady_uploads_release_their_charge_on_failure():
+    g, x, y, values, seen = steady_guest()
+    inst = g.inst.buffers
+    assert g.set_f32(x, values + 1) == 0
+    retired = inst.device.retired_bytes
+    g.host.device._faults = FaultInjector(fail={"wait": 1})  # after submission: the payload stays retired
+    assert g.dispatch(DOUBLE.id, N) == Status.CPU_FALLBACK
+    assert inst.device.retired_bytes >= retired + 4 * N
+    assert np.array_equal(g.get_f32(y, N, guest=4096), values * 2)  # the last committed result
+    g.host.close()

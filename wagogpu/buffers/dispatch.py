@@ -29,9 +29,10 @@ from .records import Buffer
 from .residency import Residency
 from .setup import plan_slots, set_up_small_buffers
 from .snapshots import bind_snapshot
-from .steady import SteadyPlan
+from .steady import SteadyPlan, Taken
 from .table import InstanceBuffers
-from .transaction import PUBLISHED, DispatchEnd, DispatchPlan, DispatchResult, Transaction, refused_or_fallback
+from .transaction import (PUBLISHED, DispatchEnd, DispatchPlan, DispatchResult, Transaction, Upload,
+                          refused_or_fallback)
 
 KERNEL_ERROR_REASONS: dict[int, ReasonCode] = {KernelError.TRAP: ReasonCode.KERNEL_TRAP,
                                                KernelError.LOOP_BUDGET: ReasonCode.LOOP_BUDGET,
@@ -77,9 +78,9 @@ class Dispatcher:
         if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
         if steady is not None and not pipelined:
-            taken = steady.take(inst, count)
-            if taken is not None:
-                return self._steady(inst, steady, taken, deadline, op)
+            took = steady.take(inst, count)
+            if took is not None:
+                return self._steady(inst, steady, took, deadline, op)
         tx = Transaction(inst, plan, bound, count, deadline, op, pipelined=pipelined)
         tx.guest_memory = guest_memory
         status: Status | None = plan_slots(res, tx)  # (None: the step passed)
@@ -151,35 +152,39 @@ class Dispatcher:
         tx.op.confirmed = True
         return self._publish(tx, kernel_error)
 
-    def _steady(self, inst: InstanceBuffers, steady: SteadyPlan, taken: list[Scratch], deadline: float,
+    def _steady(self, inst: InstanceBuffers, steady: SteadyPlan, took: Taken, deadline: float,
                 op: BufferOperation) -> DispatchResult:
-        """The steady state's fixed sequence (steady.py): the kept ExecutePlan for these handles,
-        one waited execute, the commit. What _submit, _completed and _publish do for a
-        transaction that uploads, seeds and reserves nothing, in the same order and with the same
-        ways back."""
+        """The steady state's fixed sequence (steady.py): the ExecutePlan for these handles (a kept
+        one when nothing is uploaded), one waited execute, the commit. What _submit, _completed
+        and _publish do for a transaction that seeds nothing and writes no parameters, in the same
+        order and with the same ways back."""
         res = self.res
         uniform = inst.device.uniform
         assert uniform is not None  # take() saw it
-        execute = steady.execute_plan(uniform, taken, res.tuning.readahead_max_bytes,
-                                      res.profile_stages)
+        execute = steady.execute_plan(uniform, took, res.tuning.readahead_max_bytes, res.profile_stages)
         if time.perf_counter() >= deadline:
-            return self.unwind(steady.transaction(inst, deadline, op, taken), _CANCELLED)
+            return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
         dev = res.live
         op.hardware_submitted = not dev.info.is_software
         try:
             result = dev.execute(execute, max(0.0, deadline - time.perf_counter()))
         except DeviceFailure as exc:
-            return self.fail(steady.transaction(inst, deadline, op, taken), f"dispatch failed at {exc.stage}: {exc}", exc)
+            return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
+        if took.transient:
+            inst.release(took.transient)  # the payloads are on the device now
+            took.transient = 0
+        if took.uploads:
+            self._uploaded(op, took.uploads)
         self._timed(op, result)
         op.confirmed = True
         if time.perf_counter() >= deadline:  # (nothing was written in place: nothing to restore)
-            return self.unwind(steady.transaction(inst, deadline, op, taken), _CANCELLED)
+            return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
         if dev.is_lost():
-            return self.fail(steady.transaction(inst, deadline, op, taken), "device lost after dispatch")
+            return self.fail(steady.transaction(inst, deadline, op, took), "device lost after dispatch")
         profile = res.profile_stages  # (the commit's time is reported in profile mode only)
         t0 = time.perf_counter() if profile else 0.0
         readahead = execute.readahead
-        for (_slot, buf, size), written in zip(steady.outputs, taken):
+        for (_slot, buf, size), written in zip(steady.outputs, took.scratch):
             self._commit_output(inst, buf, written[0], size, readahead)
         if profile:
             op.commit += time.perf_counter() - t0
@@ -189,7 +194,7 @@ class Dispatcher:
         """The device ran the submission: uploads are valid cache whether or not we publish."""
         op = tx.op
         if tx.uploads:
-            self._uploaded(tx)
+            self._uploaded(op, tx.uploads)
         for _src, _dst, _off, nbytes in tx.seeds:
             op.device_copy_bytes += nbytes
             op.device_copy_count += 1
@@ -210,10 +215,10 @@ class Dispatcher:
             op.timestamps_valid = True
             op.device_compute = result.device_compute_s
 
-    def _uploaded(self, tx: Transaction) -> None:
-        op = tx.op
+    def _uploaded(self, op: BufferOperation, uploads: list[Upload]) -> None:
+        """The uploads completed: each device copy holds its version now; counted."""
         stage_min = self.res.tuning.prestage_min_bytes
-        for u in tx.uploads:
+        for u in uploads:
             buf = u.buf
             buf.record.mark_uploaded()
             # Uploaded whole: prestage the next full set of it (if it is big enough to matter).

@@ -4,11 +4,13 @@ A guest that dispatches the same kernel over the same buffers again and again as
 questions every time: which bound buffer is read and which written, what the storage bindings are
 in binding order, whether the kernel replaces its outputs whole, what grid the count makes. A
 SteadyPlan answers them once, when the host first sees the binding set. A dispatch in the steady
-state (every input current on the device, no output lost or parked, the parameter block holding
-this count, an idle scratch per output) then runs the dispatcher's fixed sequence for it
-(Dispatcher._steady: take the scratch, execute, commit) with no plan phase and no Transaction;
-one that is not goes through plan_slots as before. The plan is a shortcut for one common state,
-not a second set of rules: what it skips is what plan_slots would find had nothing to do.
+state (every input current on the device, or current on the CPU over a device copy and uploaded
+from it, as a guest that sets its input before each dispatch has it; no output lost or parked; the
+parameter block holding this count; an idle scratch per output; the uploads' charge fitting
+without eviction) then runs the dispatcher's fixed sequence for it (Dispatcher._steady: take,
+execute, commit) with no plan phase and no Transaction; one that is not goes through plan_slots
+as before. The plan is a shortcut for one common state, not a second set of rules: what it skips
+is what plan_slots would find had nothing to decide.
 
 It also keeps the ExecutePlans it handed the device, one per set of handles: in a resident loop
 each output alternates between two device buffers (the kernel writes the idle one, the commit
@@ -27,13 +29,16 @@ from ..abi import accessor as acc
 from ..abi.kernel import workgroup_grid
 from ..diagnostics import BufferOperation
 from ..gpu import BufferHandle, ExecutePlan
+from .convert import stored_to_words
 from .eviction import Scratch
 from .records import FLAGS_WORD, Buffer
 from .table import InstanceBuffers
-from .transaction import DispatchPlan, Transaction
+from .transaction import DispatchPlan, Transaction, Upload
 
-#: An input is resident when its device copy is current and nothing is lost.
+#: An input is resident when its device copy is current and nothing is lost; uploadable from its
+#: CPU copy when that is current and nothing is lost.
 _RESIDENT_MASK = acc.GPU_CURRENT | acc.LOST
+_UPLOADABLE_MASK = acc.CPU_CURRENT | acc.LOST
 #: Execute plans kept per steady plan: the two phases of a resident loop's output swap.
 MAX_PHASES = 2
 
@@ -62,21 +67,37 @@ class SteadyPlan:
         self.count = lengths.pop() if served else -1
         self.phases: list[ExecutePlan] = []
 
-    def take(self, inst: InstanceBuffers, count: int) -> list[Scratch] | None:
-        """An idle scratch per output when this dispatch is in the steady state (as plan_slots
-        and set_up_small_buffers would find it: inputs resident, outputs replaced whole and
-        neither lost nor parked, the parameter block holding count); None (nothing taken) if not."""
+    def take(self, inst: InstanceBuffers, count: int) -> Taken | None:
+        """What this dispatch needs in the steady state, taken (as plan_slots and
+        set_up_small_buffers would find it: inputs resident, or current on the CPU over a device
+        copy and not prestaged, so uploaded from the CPU copy; outputs replaced whole and neither
+        lost nor parked; the parameter block holding count; the uploads' bytes fitting the budgets
+        without evicting anything): an idle scratch per output and the uploads' charge. None
+        (nothing taken or charged) when it is not in that state."""
         if count != self.count:
             return None
         d = inst.device
         if d.uniform is None or d.uniform_count != count or d.uniform_budget != self.plan.loop_budget:
             return None
+        uploads: list[Upload] = []
+        transient = 0
         for buf in self.inputs:
-            if buf.record.words[FLAGS_WORD] & _RESIDENT_MASK != acc.GPU_CURRENT or buf.gpu is None:
-                return None
+            rec = buf.record
+            flags = rec.words[FLAGS_WORD]
+            gpu = buf.gpu
+            if flags & _RESIDENT_MASK == acc.GPU_CURRENT and gpu is not None:
+                continue
+            if flags & _UPLOADABLE_MASK != acc.CPU_CURRENT or gpu is None or buf.stage is not None:
+                return None  # (lost, never on the device, or prestaged: plan_slots decides)
+            start, end = rec.dirty() or (0, buf.length)
+            words = stored_to_words(inst.cpu_range(buf, start, end), buf.stored_bytes)
+            uploads.append(Upload(buf, gpu, start, end, words))
+            transient += words.nbytes
         for _slot, buf, _size in self.outputs:
             if buf.parked is not None or buf.record.words[FLAGS_WORD] & acc.LOST:
                 return None  # (a parked output may be written in place: plan_slots decides)
+        if transient and not inst.fits(transient):
+            return None  # (a charge that evicts: plan_slots makes it, in its order)
         idle = d.idle_outputs
         taken: list[Scratch] = []
         for _slot, _buf, size in self.outputs:
@@ -85,32 +106,51 @@ class SteadyPlan:
                 idle.extend(taken)
                 return None
             taken.append(scratch)
-        return taken
+        if transient:
+            inst.reserve(transient)  # (it fits: nothing is evicted)
+        return Taken(taken, uploads, transient)
 
-    def execute_plan(self, uniform: BufferHandle, taken: list[Scratch], readahead_max: int,
-                     profile: bool) -> ExecutePlan:
-        """The ExecutePlan of this dispatch: one handed the device before for exactly these
-        handles (storage, parameter block, read-ahead), or a new one, kept."""
+    def execute_plan(self, uniform: BufferHandle, took: Taken, readahead_max: int, profile: bool) -> ExecutePlan:
+        """The ExecutePlan of this dispatch: without uploads, one handed the device before for
+        exactly these handles (storage, parameter block, read-ahead), or a new one, kept; with
+        uploads (fresh views of the CPU copies) a new one."""
+        taken = took.scratch
         storage = [cast(BufferHandle, buf.gpu) for buf in self.inputs]  # (take() saw every one)
         storage += [scratch[0] for scratch in taken]
         if self.order is not None:
             storage = [storage[i] for i in self.order]
         readahead = [scratch[0] for (_s, buf, _n), scratch in zip(self.outputs, taken)
                      if buf.readahead_hint and scratch[1] <= readahead_max]
+        grid = workgroup_grid(self.count)
+        if took.uploads:
+            uploads = [(u.gpu, u.start * u.buf.gpu_stride, u.words) for u in took.uploads]
+            return ExecutePlan(self.plan.pipeline, uniform, None, storage, uploads, (), grid, profile, None, readahead)
         for execute in self.phases:
             if execute.uniform is uniform and execute.storage == storage and execute.readahead == readahead:
                 return execute
-        execute = ExecutePlan(self.plan.pipeline, uniform, None, storage, (), (), workgroup_grid(self.count),
-                              profile, None, readahead)
+        execute = ExecutePlan(self.plan.pipeline, uniform, None, storage, (), (), grid, profile, None, readahead)
         if len(self.phases) >= MAX_PHASES:
             del self.phases[0]
         self.phases.append(execute)
         return execute
 
-    def transaction(self, inst: InstanceBuffers, deadline: float, op: BufferOperation,
-                    taken: list[Scratch]) -> Transaction:
+    def transaction(self, inst: InstanceBuffers, deadline: float, op: BufferOperation, took: Taken) -> Transaction:
         """The Transaction the plan phase would have made, for the ways back (unwind, fail)."""
         tx = Transaction(inst, self.plan, self.bound, self.count, deadline, op)
-        tx.acquired = taken
-        tx.outputs = {slot: scratch for (slot, _b, _n), scratch in zip(self.outputs, taken)}
+        tx.acquired = took.scratch
+        tx.outputs = {slot: scratch for (slot, _b, _n), scratch in zip(self.outputs, took.scratch)}
+        tx.uploads = took.uploads
+        tx.transient = took.transient
         return tx
+
+
+class Taken:
+    """What a steady dispatch took: an output scratch per output, the uploads from the CPU
+    copies and the bytes charged for them until the device has them."""
+
+    __slots__ = ("scratch", "uploads", "transient")
+
+    def __init__(self, scratch: list[Scratch], uploads: list[Upload], transient: int) -> None:
+        self.scratch = scratch
+        self.uploads = uploads
+        self.transient = transient

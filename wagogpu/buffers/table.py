@@ -112,6 +112,12 @@ class InstanceBuffers:
         self._view[acc.HASH_OFFSET:acc.HASH_OFFSET + table.nbytes] = table.view(np.uint8)
 
     # -- budgets -------------------------------------------------------------------------------
+    def fits(self, nbytes: int) -> bool:
+        """Whether reserve(nbytes) would succeed without evicting anything."""
+        budget = self.budget
+        return (self.reserved + nbytes <= self.limits.max_bytes
+                and budget.v1_bytes + budget.legacy_bytes + nbytes <= budget.max_bytes)
+
     def reserve(self, nbytes: int) -> bool:
         """Charge nbytes to this instance and the runtime, evicting idle resources first (docs/design/abi.md §4.9)."""
         budget = self.budget
