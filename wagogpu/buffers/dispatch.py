@@ -170,11 +170,11 @@ class Dispatcher:
             result = dev.execute(execute, max(0.0, deadline - time.perf_counter()))
         except DeviceFailure as exc:
             return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
-        if took.transient:
-            inst.release(took.transient)  # the payloads are on the device now
-            took.transient = 0
-        if took.uploads:
-            self._uploaded(op, took.uploads)
+        scratch, uploads, transient = took
+        if uploads:
+            inst.release(transient)  # the payloads are on the device now
+            took = (scratch, uploads, 0)
+            self._uploaded(op, uploads)
         self._timed(op, result)
         op.confirmed = True
         if time.perf_counter() >= deadline:  # (nothing was written in place: nothing to restore)
@@ -184,7 +184,7 @@ class Dispatcher:
         profile = res.profile_stages  # (the commit's time is reported in profile mode only)
         t0 = time.perf_counter() if profile else 0.0
         readahead = execute.readahead
-        for (_slot, buf, size), written in zip(steady.outputs, took.scratch):
+        for (_slot, buf, size), written in zip(steady.outputs, scratch):
             self._commit_output(inst, buf, written[0], size, readahead)
         if profile:
             op.commit += time.perf_counter() - t0
@@ -215,7 +215,7 @@ class Dispatcher:
             op.timestamps_valid = True
             op.device_compute = result.device_compute_s
 
-    def _uploaded(self, op: BufferOperation, uploads: list[Upload]) -> None:
+    def _uploaded(self, op: BufferOperation, uploads: Sequence[Upload]) -> None:
         """The uploads completed: each device copy holds its version now; counted."""
         stage_min = self.res.tuning.prestage_min_bytes
         for u in uploads:

@@ -41,12 +41,16 @@ _RESIDENT_MASK = acc.GPU_CURRENT | acc.LOST
 _UPLOADABLE_MASK = acc.CPU_CURRENT | acc.LOST
 #: Execute plans kept per steady plan: the two phases of a resident loop's output swap.
 MAX_PHASES = 2
+#: What a steady dispatch took: an output scratch per output, the uploads from the CPU copies and
+#: the bytes charged for them until the device has them (a tuple: made on every dispatch).
+Taken = tuple[list[Scratch], "list[Upload] | tuple[()]", int]
+_NO_UPLOADS: tuple[()] = ()
 
 
 class SteadyPlan:
     """One kernel's binding set, resolved once (see the module docstring)."""
 
-    __slots__ = ("plan", "bound", "count", "inputs", "outputs", "order", "phases")
+    __slots__ = ("plan", "bound", "count", "grid", "inputs", "outputs", "order", "phases")
 
     def __init__(self, plan: DispatchPlan, bound: dict[int, Buffer]) -> None:
         write = plan.write_slots
@@ -65,6 +69,7 @@ class SteadyPlan:
         served = (len(lengths) == 1 and not write & plan.read_before_write and not plan.error_word
                   and plan.memory < 0)
         self.count = lengths.pop() if served else -1
+        self.grid = workgroup_grid(self.count) if served else (0, 0)
         self.phases: list[ExecutePlan] = []
 
     def take(self, inst: InstanceBuffers, count: int) -> Taken | None:
@@ -79,7 +84,7 @@ class SteadyPlan:
         d = inst.device
         if d.uniform is None or d.uniform_count != count or d.uniform_budget != self.plan.loop_budget:
             return None
-        uploads: list[Upload] = []
+        uploads: list[Upload] | None = None
         transient = 0
         for buf in self.inputs:
             rec = buf.record
@@ -91,6 +96,8 @@ class SteadyPlan:
                 return None  # (lost, never on the device, or prestaged: plan_slots decides)
             start, end = rec.dirty() or (0, buf.length)
             words = stored_to_words(inst.cpu_range(buf, start, end), buf.stored_bytes)
+            if uploads is None:
+                uploads = []
             uploads.append(Upload(buf, gpu, start, end, words))
             transient += words.nbytes
         for _slot, buf, _size in self.outputs:
@@ -108,49 +115,39 @@ class SteadyPlan:
             taken.append(scratch)
         if transient:
             inst.reserve(transient)  # (it fits: nothing is evicted)
-        return Taken(taken, uploads, transient)
+        return taken, uploads or _NO_UPLOADS, transient
 
     def execute_plan(self, uniform: BufferHandle, took: Taken, readahead_max: int, profile: bool) -> ExecutePlan:
         """The ExecutePlan of this dispatch: without uploads, one handed the device before for
         exactly these handles (storage, parameter block, read-ahead), or a new one, kept; with
         uploads (fresh views of the CPU copies) a new one."""
-        taken = took.scratch
+        taken, took_uploads, _transient = took
         storage = [cast(BufferHandle, buf.gpu) for buf in self.inputs]  # (take() saw every one)
         storage += [scratch[0] for scratch in taken]
         if self.order is not None:
             storage = [storage[i] for i in self.order]
         readahead = [scratch[0] for (_s, buf, _n), scratch in zip(self.outputs, taken)
                      if buf.readahead_hint and scratch[1] <= readahead_max]
-        grid = workgroup_grid(self.count)
-        if took.uploads:
-            uploads = [(u.gpu, u.start * u.buf.gpu_stride, u.words) for u in took.uploads]
-            return ExecutePlan(self.plan.pipeline, uniform, None, storage, uploads, (), grid, profile, None, readahead)
+        if took_uploads:
+            uploads = [(u.gpu, u.start * u.buf.gpu_stride, u.words) for u in took_uploads]
+            return ExecutePlan(self.plan.pipeline, uniform, None, storage, uploads, (), self.grid, profile, None,
+                               readahead)
         for execute in self.phases:
             if execute.uniform is uniform and execute.storage == storage and execute.readahead == readahead:
                 return execute
-        execute = ExecutePlan(self.plan.pipeline, uniform, None, storage, (), (), grid, profile, None, readahead)
+        execute = ExecutePlan(self.plan.pipeline, uniform, None, storage, (), (), self.grid, profile, None, readahead)
         if len(self.phases) >= MAX_PHASES:
             del self.phases[0]
         self.phases.append(execute)
         return execute
 
     def transaction(self, inst: InstanceBuffers, deadline: float, op: BufferOperation, took: Taken) -> Transaction:
-        """The Transaction the plan phase would have made, for the ways back (unwind, fail)."""
+        """The Transaction the plan phase would have made, for the ways back (unwind, fail);
+        ``took``'s charge as it stands now (the dispatcher gives it back once the device has it)."""
+        scratch, uploads, transient = took
         tx = Transaction(inst, self.plan, self.bound, self.count, deadline, op)
-        tx.acquired = took.scratch
-        tx.outputs = {slot: scratch for (slot, _b, _n), scratch in zip(self.outputs, took.scratch)}
-        tx.uploads = took.uploads
-        tx.transient = took.transient
+        tx.acquired = scratch
+        tx.outputs = {slot: s for (slot, _b, _n), s in zip(self.outputs, scratch)}
+        tx.uploads = list(uploads)
+        tx.transient = transient
         return tx
-
-
-class Taken:
-    """What a steady dispatch took: an output scratch per output, the uploads from the CPU
-    copies and the bytes charged for them until the device has them."""
-
-    __slots__ = ("scratch", "uploads", "transient")
-
-    def __init__(self, scratch: list[Scratch], uploads: list[Upload], transient: int) -> None:
-        self.scratch = scratch
-        self.uploads = uploads
-        self.transient = transient
