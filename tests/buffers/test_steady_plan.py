@@ -273,3 +273,19 @@ def test_steady_uploads_release_their_charge_on_failure():
     assert inst.device.retired_bytes >= retired + 4 * N
     assert np.array_equal(g.get_f32(y, N, guest=4096), values * 2)  # the last committed result
     g.host.close()
+
+
+def test_binding_the_same_handles_again_keeps_the_steady_state(monkeypatch):
+    g, x, y, values = resident_guest()
+    assert g.dispatch(DOUBLE.id, N) == Status.OK
+    epoch = g.inst.buffers.bindings_epoch
+    general = GeneralPath(monkeypatch)
+    for _ in range(3):
+        g.bind(x, y)  # a guest that binds before every dispatch
+        assert g.dispatch(DOUBLE.id, N) == Status.OK
+    assert g.inst.buffers.bindings_epoch == epoch and general.calls == 0
+    g.bind(y, x)  # a real change: checked again, then steady from its second dispatch on
+    for calls in (1, 1, 1):
+        assert g.dispatch(DOUBLE.id, N) == Status.OK and general.calls == calls
+    assert np.array_equal(g.get_f32(x, N, guest=4096), values * 4)  # x = 2y, y = 2 * values
+    g.host.close()

@@ -64,10 +64,9 @@ class Dispatcher:
         self.pipelined = pipelined
 
     def run(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
-            deadline: float, op: BufferOperation, guest_memory: tuple[int, int] | None = None,
-            steady: SteadyPlan | None = None) -> DispatchResult:
-        """One dispatch transaction. ``steady``: the binding set's steady plan (steady.py); a waited
-        dispatch in its steady state runs _steady's fixed sequence instead of the plan phase below."""
+            deadline: float, op: BufferOperation, guest_memory: tuple[int, int] | None = None) -> DispatchResult:
+        """One dispatch transaction; a waited one in the steady state of its binding set
+        (steady.py) runs _steady's fixed sequence instead of the plan phase below."""
         res = self.res
         pipelined = self.pipelined and not plan.error_word
         pending = res.pending
@@ -77,7 +76,8 @@ class Dispatcher:
                 return refused_or_fallback(settled, res.quarantine_reason)
         if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
-        if steady is not None and not pipelined:
+        steady = None if pipelined else self._steady_plan(inst, plan, bound)
+        if steady is not None:
             took = steady.take(inst, count)
             if took is not None:
                 return self._steady(inst, steady, took, deadline, op)
@@ -152,6 +152,22 @@ class Dispatcher:
         tx.op.confirmed = True
         return self._publish(tx, kernel_error)
 
+    @staticmethod
+    def _steady_plan(inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer]) -> SteadyPlan | None:
+        """The steady plan of plan's binding set, made on its second dispatch under the same
+        bindings (a binding set dispatched once is not worth one); None before that."""
+        epoch = inst.bindings_epoch
+        key = id(plan)
+        known = inst.steady_plans.get(key)
+        if known is None or known[0] is not plan or known[1] != epoch:
+            inst.steady_plans[key] = (plan, epoch, None)
+            return None
+        steady = known[2]
+        if steady is None:
+            steady = SteadyPlan(plan, bound)
+            inst.steady_plans[key] = (plan, epoch, steady)
+        return steady
+
     def _steady(self, inst: InstanceBuffers, steady: SteadyPlan, took: Taken, deadline: float,
                 op: BufferOperation) -> DispatchResult:
         """The steady state's fixed sequence (steady.py): the ExecutePlan for these handles (a kept
@@ -207,10 +223,9 @@ class Dispatcher:
             self._timed(op, result)
 
     def _timed(self, op: BufferOperation, result: ExecuteResult) -> None:
-        if self.res.profile_stages:  # (outside profile mode a record's stages stay 0)
-            op.upload += result.upload_s
-            op.device_copy += result.seed_s
-            op.compute += result.compute_s
+        op.upload += result.upload_s
+        op.device_copy += result.seed_s
+        op.compute += result.compute_s
         if result.device_compute_s is not None:
             op.timestamps_valid = True
             op.device_compute = result.device_compute_s

@@ -11,8 +11,6 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..abi import accessor as acc
 from ..abi.table import Status
 from ..diagnostics import BufferOperation, LoopLimits, QuarantineReport, TransferCounters
@@ -24,7 +22,7 @@ from .convert import words_to_stored
 from .eviction import Held
 from .quarantine import QuarantineLatch
 from .pending import PendingWork
-from .records import FLAGS_WORD, Buffer
+from .records import Buffer
 from .table import InstanceBuffers
 from .tuning import PipelineTuning, ResolvedTuning, TransferTuning
 
@@ -184,18 +182,18 @@ class Residency:
                     op: BufferOperation) -> tuple[Status, int]:
         """(status, address) of buf's current bytes for a copy-back: the CPU copy, or a parked
         readback (a big buffer whose CPU copy is stale is read back and parked, not copied in)."""
-        if self.pending.dispatches and not buf.record.flags & acc.CPU_CURRENT:
+        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status, 0
-        flags = buf.record.words[FLAGS_WORD]
+        flags = buf.record.flags
         if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
             if buf.parked_valid():
                 return Status.OK, buf.parked[0].mapped
             self.unpark(inst, buf)
         if flags & (acc.CPU_CURRENT | acc.LOST) or not buf.raw or buf.gpu_bytes < self.tuning.park_min_bytes:
             status = self.make_cpu_current(inst, buf, deadline, counters, op)
-            return status, 0 if status else inst.cpu_address(buf)
+            return status, inst.cpu_address(buf) if status == Status.OK else 0
         status = self._readback(inst, buf, deadline, counters, op, park=True)
         return status, buf.parked[0].mapped if status == Status.OK and buf.parked is not None else 0
 
@@ -203,11 +201,11 @@ class Residency:
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
                          counters: TransferCounters, op: BufferOperation | None = None) -> Status:
         """docs/design/abi.md §4.4: the whole buffer read back once when the CPU copy is stale."""
-        if self.pending.dispatches and not buf.record.flags & acc.CPU_CURRENT:
+        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status
-        flags = buf.record.words[FLAGS_WORD]
+        flags = buf.record.flags
         if flags & acc.LOST:
             return Status.CONTENTS_LOST
         if flags & acc.CPU_CURRENT:
@@ -260,7 +258,7 @@ class Residency:
             op.hardware_submitted = not dev.info.is_software
         t0 = time.perf_counter()
         # Whole-word types read straight into the (stale, not yet current) CPU copy.
-        direct = inst.cpu_bytes(buf).view(np.uint32) if buf.raw and not park else None  # (a little-endian host: records.py)
+        direct = inst.cpu_bytes(buf).view("<u4") if buf.raw and not park else None
         try:
             if park:
                 dev.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0))
@@ -268,7 +266,7 @@ class Residency:
                 words = dev.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), out=direct)
         except DeviceFailure as exc:
             return self._readback_failed(inst, buf, exc, deadline, op)
-        t1 = time.perf_counter() if self.profile_stages else 0.0
+        t1 = time.perf_counter()
         if park:
             buf.parked, d.staging = d.staging, None
             buf.parked_version = buf.record.version
@@ -278,7 +276,7 @@ class Residency:
             buf.record.mark_cpu_current()
         buf.readahead_hint = True
         buf.readahead_sent = False
-        if op is not None and self.profile_stages:  # (outside profile mode a record's stages stay 0)
+        if op is not None:
             op.download += t1 - t0
             op.conversion += time.perf_counter() - t1
         counters.logical_download_bytes += buf.nbytes

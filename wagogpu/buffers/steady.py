@@ -16,8 +16,9 @@ It also keeps the ExecutePlans it handed the device, one per set of handles: in 
 each output alternates between two device buffers (the kernel writes the idle one, the commit
 swaps them), so a repeated dispatch hands the device one of two plan objects it has seen before.
 
-The host drops a SteadyPlan with its binding set (a bind, a free, the instance closing). Nothing
-in it can go stale unseen: flags, device copies, scratch and the parameter block are read anew by
+A SteadyPlan holds while the instance's binding set does (InstanceBuffers.bindings_epoch: a bind
+that changes a slot, a free, closing); the dispatcher makes one on a binding set's second dispatch
+and a new one when the set changed. Nothing in it can go stale unseen: flags, device copies, scratch and the parameter block are read anew by
 every dispatch, and a kept ExecutePlan is used only when its handles are the very ones this
 dispatch binds.
 """

@@ -7,6 +7,8 @@ the Wasm scalar fast path updates it; Python reads it through each buffer's Buff
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..abi import accessor as acc
@@ -16,6 +18,10 @@ from .budget import BufferLimits, HeapAllocator, RuntimeBudget
 from .eviction import DeviceResources, DeviceSide, Held, held_bytes, release_idle
 from .memory import AccessorMemory, view_at
 from .records import Buffer, BufferRecord
+
+if TYPE_CHECKING:  # pragma: no cover  (type-only: steady.py and transaction.py import this module)
+    from .steady import SteadyPlan
+    from .transaction import DispatchPlan
 
 _RECORDS_END = acc.RECORDS_OFFSET + acc.MAX_RECORDS * acc.RECORD_BYTES
 _STATE_COUNTERS = {BufferState.CONTENTS_LOST: "contents_lost", BufferState.BOTH_CURRENT: "both_current",
@@ -36,6 +42,9 @@ class InstanceBuffers:
         # Counts changes to the binding set (a bind, a free, closing): whatever was checked about
         # the buffers in the slots (a steady dispatch plan) holds while it stays the same.
         self.bindings_epoch = 0
+        # id(DispatchPlan) -> (the plan, the bindings_epoch it was last dispatched under, its steady
+        # plan over that binding set or None before its second dispatch): the dispatcher's (steady.py).
+        self.steady_plans: dict[int, tuple[DispatchPlan, int, SteadyPlan | None]] = {}
         self.reserved = 0
         self.peak = 0
         self.cpu_charge = 0
@@ -92,9 +101,12 @@ class InstanceBuffers:
         return self.buffers.get(handle)
 
     def bind(self, slot: int, handle: int) -> None:
-        """bindBuffer's effect (its checks are the caller's): the slot holds handle, 0 for none."""
-        self._slot_words[slot] = handle
-        self.bindings_epoch += 1
+        """bindBuffer's effect (its checks are the caller's): the slot holds handle, 0 for none
+        (binding the handle a slot already holds changes nothing)."""
+        slots = self._slot_words
+        if slots[slot] != handle:
+            slots[slot] = handle
+            self.bindings_epoch += 1
 
     def state(self, buf: Buffer) -> BufferState:
         return buf.state
@@ -223,6 +235,7 @@ class InstanceBuffers:
         self.device.retired_bytes = 0
         self.closed = True
         self.bindings_epoch += 1
+        self.steady_plans.clear()
         if self in self.budget.instances:
             self.budget.instances.remove(self)
 

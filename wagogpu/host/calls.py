@@ -154,7 +154,6 @@ class ImportGroup:
         # read per call: the host may replace it.)
         self._check_loss = ctx.residency.check_loss
         self._pending = ctx.residency.pending
-        self._record = ctx.log.record
 
     def handlers(self) -> Handlers:
         """The imports this group serves."""
@@ -191,24 +190,23 @@ class ImportGroup:
 
     def _finish(self, call: ImportCall, status: int, outcome: Outcome | None = None,
                 reason_code: ReasonCode = ReasonCode.NONE, reason: str = "") -> int:
-        """Record Last (every non-scalar import, every status) and add this call's counters to Totals.
-        Stage durations are written by the paths that time them only in profile mode, so outside
-        it a record's stages stay the class's zeros without being written here."""
+        """Record Last (every non-scalar import, every status) and add this call's counters to Totals."""
         op = call.op
-        end = ENDINGS[status]
-        op.status = end.code
+        end = ENDINGS[status]  # (one entry: no enum conversion, no dict asked, per call)
+        op.status = code = end.code
         op.outcome = outcome or end.outcome
-        if not end.success:
+        success = end.success
+        if not success:
             reason_code = end.reason_code or (
                 reason_code if reason_code is not ReasonCode.NONE else ReasonCode.CONTRACT_ERROR)
             reason = reason or end.reason
         op.reason_code = reason_code
         op.reason = reason
         op.total = time.perf_counter() - call.started
-        if self.ctx.config.profile_stages:
-            if end.success and op.transfer_counts_complete:
-                op.profile_valid = True
-            else:
-                op.__dict__.update(_ZERO_STAGES)
-        self._record(op)
-        return end.code
+        if self.ctx.config.profile_stages and success and op.transfer_counts_complete:
+            op.profile_valid = True
+        else:
+            op.profile_valid = False
+            op.__dict__.update(_ZERO_STAGES)
+        self.ctx.log.record(op)
+        return code

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from ..abi.table import ElementType, Status
-from ..buffers import PUBLISHED, Buffer, DispatchEnd, DispatchPlan, SteadyPlan
+from ..buffers import Buffer, DispatchEnd, DispatchPlan
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
@@ -33,25 +33,25 @@ class KernelEntry:
     measured: bool = False  # Config.placement == "measured" and a CPU kernel may run it: ask place() always
 
 
+Checked = tuple[KernelEntry, dict[int, Buffer]]
+
+
 class BindingSet:
     """A kernel's bindings as its last fully checked dispatch found them (steps 2-5 passed): the
     next dispatch of the kernel skips those checks while the instance's binding set is unchanged
-    (InstanceBuffers.bindings_epoch: a bind, a free or closing changes it) and its count is one
-    they passed for. Element types and lengths are fixed for a buffer's life, so nothing else
-    could change their answer. ``steady`` is the buffer layer's steady plan of the same bindings."""
+    (InstanceBuffers.bindings_epoch: a bind, a free or closing changes it) and its count fits.
+    Element types and lengths are fixed for a buffer's life, so nothing else could change their
+    answer."""
 
-    __slots__ = ("entry", "bound", "epoch", "limit", "max_elements", "steady")
+    __slots__ = ("checked", "epoch", "limit", "max_elements")
 
-    def __init__(self, entry: KernelEntry, bound: dict[int, Buffer], epoch: int, max_elements: int) -> None:
-        self.entry = entry
-        self.bound = bound
+    def __init__(self, checked: Checked, epoch: int, max_elements: int) -> None:
+        self.checked = checked
         self.epoch = epoch
         # The largest count step 4.4 passes for (no bound buffer is shorter) and step 5 did, with
         # the config it was checked under (the host may replace its config: asked again then).
-        self.limit = min([max_elements, *(buf.length for buf in bound.values())])
+        self.limit = min([max_elements, *(buf.length for buf in checked[1].values())])
         self.max_elements = max_elements
-        plan = entry.dispatch_plan
-        self.steady = SteadyPlan(plan, bound) if plan is not None else None
 
 
 def binding_problem(kernel_id: int, slot: int, handle: int, buf: Buffer | None) -> str:
@@ -70,7 +70,6 @@ class DispatchImport(ImportGroup):
         super().__init__(scope)
         self._entries: dict[int, KernelEntry] = {}
         self._bindings: dict[int, BindingSet] = {}  # kernel ID -> its last checked binding set
-        self._residency = self.ctx.residency
 
     def handlers(self) -> Handlers:
         return {"dispatch": (self.dispatch, False)}
@@ -82,14 +81,14 @@ class DispatchImport(ImportGroup):
         checked = self._validate(call, kernel_id, count)
         if isinstance(checked, int):
             return checked
-        entry, bound = checked.entry, checked.bound
+        entry, bound = checked
         if count == 0:
             return self._finish(call, Status.OK, outcome=Outcome.NOOP)
         if time.perf_counter() >= call.deadline:
             return self._finish(call, Status.CANCELLED)
         ctx = self.ctx
         dispatch_plan = entry.dispatch_plan
-        if entry.gpu_ready and count >= entry.min_elements and self._residency.usable and not entry.measured:
+        if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable and not entry.measured:
             where, reason_code, reason = Where.GPU, ReasonCode.NONE, ""  # what place() answers once the fixed checks passed
         else:
             placed = place(ctx, self.module, entry.kernel, entry.plan, count, bound)
@@ -97,9 +96,8 @@ class DispatchImport(ImportGroup):
         if where is Where.GPU and dispatch_plan is not None:
             memory = dispatch_plan.memory
             span = self.scope.guest_memory(memory) if memory >= 0 and self.scope.guest_memory else None
-            result = ctx.dispatcher.run(self.buffers, dispatch_plan, bound, count, call.deadline, call.op, span,
-                                        checked.steady)
-            if result is PUBLISHED:
+            result = ctx.dispatcher.run(self.buffers, dispatch_plan, bound, count, call.deadline, call.op, span)
+            if result.end is DispatchEnd.PUBLISHED:
                 status = self._finish(call, Status.OK, outcome=Outcome.GPU)
                 if entry.measured:
                     observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op)
@@ -111,7 +109,7 @@ class DispatchImport(ImportGroup):
             return self._cpu_kernel(call, entry, bound, count, reason_code, reason)
         return self._fall_back(call, entry.kernel, bound, reason_code, reason)
 
-    def _validate(self, call: ImportCall, kernel_id: int, count: int) -> BindingSet | int:
+    def _validate(self, call: ImportCall, kernel_id: int, count: int) -> Checked | int:
         """Steps 1-5: the kernel, its contract and its bindings; the finished call's status if any
         fails. A binding set that passed them stays valid while the instance's bindings are
         unchanged (BindingSet): a repeated dispatch checks its epoch and count only."""
@@ -120,7 +118,7 @@ class DispatchImport(ImportGroup):
         known = self._bindings.get(kernel_id)
         if known is not None and known.epoch == self.buffers.bindings_epoch and count <= known.limit \
                 and known.max_elements == self.ctx.config.max_elements:
-            return known
+            return known.checked
         entry = self._entries.get(kernel_id)
         if entry is None:
             found = self._kernel_entry(call, kernel_id)
@@ -147,9 +145,9 @@ class DispatchImport(ImportGroup):
             bound[slot] = buf
         max_elements = self.ctx.config.max_elements
         if count > max_elements:
-            return self._finish(call, Status.LIMIT_EXCEEDED,
-                                reason=f"count {count} is above max_elements {max_elements}")
-        checked = self._bindings[kernel_id] = BindingSet(entry, bound, self.buffers.bindings_epoch, max_elements)
+            return self._finish(call, Status.LIMIT_EXCEEDED, reason=f"count {count} is above max_elements {max_elements}")
+        checked = (entry, bound)
+        self._bindings[kernel_id] = BindingSet(checked, self.buffers.bindings_epoch, max_elements)
         return checked
 
     def _kernel_entry(self, call: ImportCall, kernel_id: int) -> KernelEntry | int:
@@ -217,8 +215,7 @@ class DispatchImport(ImportGroup):
         if status >= 0:
             return status
         result = self.scope.cpu_kernels.run(compiled, self.buffers, bound, count)
-        if self.ctx.config.profile_stages:  # (outside profile mode a record's stages stay 0)
-            call.op.compute = result.seconds
+        call.op.compute = result.seconds
         if result.trapped:
             return self._finish(call, Status.CPU_FALLBACK, reason_code=ReasonCode.KERNEL_TRAP,
                                 reason=f"the CPU kernel trapped ({result.trapped}); nothing was committed")

@@ -34,10 +34,9 @@ class TransferImports(ImportGroup):
 
     def __init__(self, scope: ImportScope) -> None:
         super().__init__(scope)
-        # Per offset width (index: offsets 64-bit), memory index -> the memory that passed steps
-        # 4-7: the contract, its declarations and the scope's memory lookup are fixed for the
-        # instance's life.
-        self._reachable: tuple[dict[int, GuestMemory], dict[int, GuestMemory]] = ({}, {})
+        # (offsets 64-bit, memory index) -> the memory that passed steps 4-7: the contract, its
+        # declarations and the scope's memory lookup are fixed for the instance's life.
+        self._reachable: dict[tuple[bool, int], GuestMemory] = {}
 
     def handlers(self) -> Handlers:
         return {name: (partial(self.transfer, direction), True) for name, direction in DIRECTIONS.items()}
@@ -66,7 +65,7 @@ class TransferImports(ImportGroup):
             return self._finish(call, Status.INVALID_HANDLE, reason=self._no_buffer(handle))
         if offset + count > buf.length:
             return self._finish(call, Status.INVALID_RANGE, reason=self._past_end(buf, offset, count))
-        memory = self._reachable[direction.is64].get(memory_index)
+        memory = self._reachable.get((direction.is64, memory_index))
         if memory is None:
             found = self._memory(call, direction, caller, memory_index)
             if isinstance(found, int):
@@ -99,45 +98,44 @@ class TransferImports(ImportGroup):
         if memory is None or memory.is64 != direction.is64:
             return self._finish(call, Status.UNSUPPORTED_STORAGE, reason=f"memory {memory_index} is not reachable "
                                 f"as a {width} memory")
-        self._reachable[direction.is64][memory_index] = memory
+        self._reachable[(direction.is64, memory_index)] = memory
         return memory
 
     def _move(self, call: ImportCall, direction: Direction, buf: Buffer, offset: int, guest: int, count: int) -> int:
         res = self.ctx.residency
         inst = self.buffers
         op = call.op
-        is_set = direction.is_set
-        full_set = is_set and offset == 0 and count == buf.length
+        full_set = direction.is_set and offset == 0 and count == buf.length
         source = 0
-        if full_set:
-            status = Status.OK
-        elif is_set:
+        if direction.is_set and not full_set:
             status = res.make_cpu_current(inst, buf, call.deadline, op, op)
-        else:
+        elif not direction.is_set:
             # The CPU copy, or a big buffer's readback left parked in its mapped staging.
             status, source = res.copy_source(inst, buf, call.deadline, op, op)
+        else:
+            status = Status.OK
         if status:
             return self._finish(call, status)
-        if time.perf_counter() >= call.deadline:
+        if call.cancelled():
             return self._finish(call, Status.CANCELLED)
-        profile = self.ctx.config.profile_stages  # (the commit's time is reported in profile mode only)
-        t0 = time.perf_counter() if profile else 0.0
+        t0 = time.perf_counter()
         nbytes = count * buf.stored_bytes
+        skip = offset * buf.stored_bytes
         if full_set:
             stage = res.set_copy(inst, buf, inst.cpu_address(buf), guest, nbytes)
             buf.record.note_cpu_write(0, count)
             res.keep_stage(buf, stage)
-        elif is_set:
-            copy_bytes(inst.cpu_address(buf) + offset * buf.stored_bytes, guest, nbytes)
+        elif direction.is_set:
+            copy_bytes(inst.cpu_address(buf) + skip, guest, nbytes)
             buf.record.note_cpu_write(offset, offset + count)
         else:
-            copy_bytes(guest, source + offset * buf.stored_bytes, nbytes)
-        if is_set:
-            op.guest_set_bytes = nbytes
-            op.guest_set_count = 1
+            copy_bytes(guest, source + skip, nbytes)
+        if direction.is_set:
+            op.guest_set_bytes += nbytes
+            op.guest_set_count += 1
         else:
-            op.guest_copy_bytes = nbytes
-            op.guest_copy_count = 1
-        if profile:
-            op.commit += time.perf_counter() - t0
+            op.guest_copy_bytes += nbytes
+            op.guest_copy_count += 1
+        op.commit += time.perf_counter() - t0
         return self._finish(call, Status.OK)
+
