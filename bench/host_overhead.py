@@ -56,9 +56,69 @@ def host_only(inst, k: int, n: int) -> dict[str, float]:
     try:
         return {"host_only_resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
                 "host_only_round_trip_us": median_us(lambda: inst.call("sample", k, n)),
-                **import_budget(inst, k, n)}
+                **import_budget(inst, k, n), **round_trip_budget(inst, k, n), **resident_layers(inst, k, n),
+                "import_floor_us": import_floor()}
     finally:
         del dev.execute, dev.read  # the class's methods again
+
+
+def round_trip_budget(inst, k: int, n: int) -> dict[str, float]:
+    """The three imports of a checked round trip (device stubbed), each in the state the round trip
+    leaves it: the set of a buffer the last dispatch read, the dispatch that uploads it (and asks
+    for a read-ahead of its output), the copy-back of a GPU-current output. Each beyond the
+    Python->Wasm call that makes it."""
+    call = median_us(lambda: inst.call("grow_to", 0))
+    samples: dict[str, list[int]] = {"set": [], "dispatch_after_set": [], "copy_back_gpu_current": []}
+    c = inst.call
+    for i in range(CALLS + 10):
+        t0 = time.perf_counter_ns()
+        c("upload", n)
+        t1 = time.perf_counter_ns()
+        c("dispatch", k, n)
+        t2 = time.perf_counter_ns()
+        c("download", n, 8 * n)
+        t3 = time.perf_counter_ns()
+        if i >= 10:
+            for name, dt in (("set", t1 - t0), ("dispatch_after_set", t2 - t1), ("copy_back_gpu_current", t3 - t2)):
+                samples[name].append(dt)
+    return {f"round_trip_budget_{name}_1024_us": statistics.median(v) / 1e3 - call for name, v in samples.items()}
+
+
+def resident_layers(inst, k: int, n: int) -> dict[str, float]:
+    """Where a resident dispatch's time goes (device stubbed): inside the buffer layer's
+    Dispatcher.run (the transaction, steady or not), the rest of the import beyond the call."""
+    dispatcher = inst.ctx.dispatcher
+    with CallTimer([(dispatcher, "run", "run")]) as timer:
+        for _ in range(10):
+            inst.call("dispatch", k, n)
+        inside = []
+        for _ in range(CALLS):
+            timer.take()
+            inst.call("dispatch", k, n)
+            inside.append(timer.take()["run"])
+    return {"resident_dispatch_in_dispatcher_run_us": statistics.median(inside) * 1e6}
+
+
+def import_floor() -> float:
+    """What any import costs at least here: a Python->Wasm call whose Wasm calls a Python host
+    function that takes a lock and returns (the crossing both ways, no checks, no record)."""
+    import threading
+
+    import wasmtime
+
+    lock = threading.RLock()
+
+    def nop(a: int, b: int) -> int:
+        with lock:
+            return 0
+
+    with Host(Config(disabled=True)) as host:
+        i32 = wasmtime.ValType.i32()
+        host.define_func("env", "nop", wasmtime.FuncType([i32, i32], [i32]), nop)
+        inst = host.instantiate(host.compile('(module (import "env" "nop" (func $nop (param i32 i32) (result i32)))'
+                                             ' (func (export "nop") (param i32 i32) (result i32)'
+                                             ' (call $nop (local.get 0) (local.get 1))))'))
+        return median_us(lambda: inst.call("nop", 1, 2))
 
 
 def import_budget(inst, k: int, n: int) -> dict[str, float]:

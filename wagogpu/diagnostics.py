@@ -109,10 +109,11 @@ class TransferCounters:
     def add(self, other: "TransferCounters") -> None:
         # Only what ``other`` holds itself: a record made by BufferOperation.start holds the few
         # fields its import set (most touch two counters or none), the rest are the class's zeros.
+        # The intersection finds them in one C loop over the record's own fields.
         mine = self.__dict__
-        for name, value in other.__dict__.items():
-            if name in _COUNTER_SET and value:
-                mine[name] += value
+        theirs = other.__dict__
+        for name in _COUNTER_SET.intersection(theirs):
+            mine[name] += theirs[name]
 
     def counters(self) -> "TransferCounters":
         return TransferCounters(**{name: self.__dict__[name] for name in COUNTER_NAMES})

@@ -10,9 +10,11 @@ from .pending import PendingWork
 from .records import Buffer, BufferRecord
 from .residency import Residency
 from .table import InstanceBuffers
-from .transaction import DispatchEnd, DispatchPlan, DispatchResult, Transaction
+from .steady import SteadyPlan
+from .transaction import PUBLISHED, DispatchEnd, DispatchPlan, DispatchResult, Transaction
 from .tuning import HostTuning, PipelineTuning, TransferTuning
 
 __all__ = ["AccessorMemory", "Buffer", "BufferLimits", "BufferRecord", "DeviceResources", "DispatchEnd",
            "DispatchPlan", "DispatchResult", "Dispatcher", "Held", "HeapAllocator", "HostTuning", "InstanceBuffers",
-           "PendingWork", "PipelineTuning", "Residency", "RuntimeBudget", "Transaction", "TransferTuning", "view_at"]
+           "PUBLISHED", "PendingWork", "PipelineTuning", "Residency", "RuntimeBudget", "SteadyPlan", "Transaction",
+           "TransferTuning", "view_at"]

@@ -15,21 +15,24 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..abi.kernel import ERROR_WORD_BYTES, KernelError, workgroup_grid
 from ..abi.table import Status
 from ..diagnostics import BufferOperation, ReasonCode
-from ..gpu import DeviceFailure, ExecutePlan, ExecuteResult, UploadStage
-from .eviction import UNIFORM_BYTES, give_back_scratch
+from ..gpu import BufferHandle, DeviceFailure, ExecutePlan, ExecuteResult, UploadStage
+from .eviction import UNIFORM_BYTES, Scratch, give_back_scratch
 from .memory import view_at
 from .records import Buffer
 from .residency import Residency
 from .setup import plan_slots, set_up_small_buffers
 from .snapshots import bind_snapshot
+from .steady import SteadyPlan, Taken
 from .table import InstanceBuffers
-from .transaction import PUBLISHED, DispatchEnd, DispatchPlan, DispatchResult, Transaction, refused_or_fallback
+from .transaction import (PUBLISHED, DispatchEnd, DispatchPlan, DispatchResult, Transaction, Upload,
+                          refused_or_fallback)
 
 KERNEL_ERROR_REASONS: dict[int, ReasonCode] = {KernelError.TRAP: ReasonCode.KERNEL_TRAP,
                                                KernelError.LOOP_BUDGET: ReasonCode.LOOP_BUDGET,
@@ -46,6 +49,7 @@ _NO_UPLOADS: tuple[()] = ()
 _grid = functools.lru_cache(maxsize=256)(workgroup_grid)  # a chain asks for the same few grids
 #: What a pipelined dispatch reports as its device timings: none were waited for.
 _RECORDED = ExecuteResult(0.0, 0.0, 0.0, 0.0, None, False, False)
+_CANCELLED = DispatchResult(DispatchEnd.REFUSED, Status.CANCELLED)  # what refused_or_fallback answers for it
 
 
 class Dispatcher:
@@ -61,15 +65,22 @@ class Dispatcher:
 
     def run(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
             deadline: float, op: BufferOperation, guest_memory: tuple[int, int] | None = None) -> DispatchResult:
+        """One dispatch transaction; a waited one in the steady state of its binding set
+        (steady.py) runs _steady's fixed sequence instead of the plan phase below."""
         res = self.res
         pipelined = self.pipelined and not plan.error_word
         pending = res.pending
-        if pending and (not pipelined or pending.due(sum([bound[s].gpu_bytes for s in plan.write_slots]))):
+        if pending.dispatches and (not pipelined or pending.due(sum([bound[s].gpu_bytes for s in plan.write_slots]))):
             settled = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
             if settled:
                 return refused_or_fallback(settled, res.quarantine_reason)
         if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
+        steady = None if pipelined else self._steady_plan(inst, plan, bound)
+        if steady is not None:
+            took = steady.take(inst, count)
+            if took is not None:
+                return self._steady(inst, steady, took, deadline, op)
         tx = Transaction(inst, plan, bound, count, deadline, op, pipelined=pipelined)
         tx.guest_memory = guest_memory
         status: Status | None = plan_slots(res, tx)  # (None: the step passed)
@@ -141,21 +152,65 @@ class Dispatcher:
         tx.op.confirmed = True
         return self._publish(tx, kernel_error)
 
+    @staticmethod
+    def _steady_plan(inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer]) -> SteadyPlan | None:
+        """The steady plan of plan's binding set, made on its second dispatch under the same
+        bindings (a binding set dispatched once is not worth one); None before that."""
+        epoch = inst.bindings_epoch
+        key = id(plan)
+        known = inst.steady_plans.get(key)
+        if known is None or known[0] is not plan or known[1] != epoch:
+            inst.steady_plans[key] = (plan, epoch, None)
+            return None
+        steady = known[2]
+        if steady is None:
+            steady = SteadyPlan(plan, bound)
+            inst.steady_plans[key] = (plan, epoch, steady)
+        return steady
+
+    def _steady(self, inst: InstanceBuffers, steady: SteadyPlan, took: Taken, deadline: float,
+                op: BufferOperation) -> DispatchResult:
+        """The steady state's fixed sequence (steady.py): the ExecutePlan for these handles (a kept
+        one when nothing is uploaded), one waited execute, the commit. What _submit, _completed
+        and _publish do for a transaction that seeds nothing and writes no parameters, in the same
+        order and with the same ways back."""
+        res = self.res
+        uniform = inst.device.uniform
+        assert uniform is not None  # take() saw it
+        execute = steady.execute_plan(uniform, took, res.tuning.readahead_max_bytes, res.profile_stages)
+        if time.perf_counter() >= deadline:
+            return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
+        dev = res.live
+        op.hardware_submitted = not dev.info.is_software
+        try:
+            result = dev.execute(execute, max(0.0, deadline - time.perf_counter()))
+        except DeviceFailure as exc:
+            return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
+        scratch, uploads, transient = took
+        if uploads:
+            inst.release(transient)  # the payloads are on the device now
+            took = (scratch, uploads, 0)
+            self._uploaded(op, uploads)
+        self._timed(op, result)
+        op.confirmed = True
+        if time.perf_counter() >= deadline:  # (nothing was written in place: nothing to restore)
+            return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
+        if dev.is_lost():
+            return self.fail(steady.transaction(inst, deadline, op, took), "device lost after dispatch")
+        profile = res.profile_stages  # (the commit's time is reported in profile mode only)
+        t0 = time.perf_counter() if profile else 0.0
+        readahead = execute.readahead
+        for (_slot, buf, size), written in zip(steady.outputs, scratch):
+            self._commit_output(inst, buf, written[0], size, readahead)
+        if profile:
+            op.commit += time.perf_counter() - t0
+        return PUBLISHED
+
     def _completed(self, tx: Transaction, result: ExecuteResult) -> None:
         """The device ran the submission: uploads are valid cache whether or not we publish."""
         op = tx.op
-        if result is _RECORDED and not (tx.uploads or tx.seeds or tx.params is not None):
-            return  # a resident pipelined dispatch: nothing moved, nothing timed
-        stage_min = self.res.tuning.prestage_min_bytes
-        for u in tx.uploads:
-            buf = u.buf
-            buf.record.mark_uploaded()
-            # Uploaded whole: prestage the next full set of it (if it is big enough to matter).
-            buf.stage_hint = u.start == 0 and u.end == buf.length and buf.raw \
-                and buf.gpu_bytes >= stage_min
-            op.logical_upload_bytes += (u.end - u.start) * buf.stored_bytes
-            op.gpu_upload_bytes += u.words.nbytes
-            op.upload_count += 1
+        if tx.uploads:
+            self._uploaded(op, tx.uploads)
         for _src, _dst, _off, nbytes in tx.seeds:
             op.device_copy_bytes += nbytes
             op.device_copy_count += 1
@@ -164,12 +219,29 @@ class Dispatcher:
             op.parameter_upload_count += 1
             tx.inst.device.uniform_count = tx.count
             tx.inst.device.uniform_budget = tx.plan.loop_budget
+        if result is not _RECORDED:  # (a pipelined dispatch: nothing timed)
+            self._timed(op, result)
+
+    def _timed(self, op: BufferOperation, result: ExecuteResult) -> None:
         op.upload += result.upload_s
         op.device_copy += result.seed_s
         op.compute += result.compute_s
         if result.device_compute_s is not None:
             op.timestamps_valid = True
             op.device_compute = result.device_compute_s
+
+    def _uploaded(self, op: BufferOperation, uploads: Sequence[Upload]) -> None:
+        """The uploads completed: each device copy holds its version now; counted."""
+        stage_min = self.res.tuning.prestage_min_bytes
+        for u in uploads:
+            buf = u.buf
+            buf.record.mark_uploaded()
+            # Uploaded whole: prestage the next full set of it (if it is big enough to matter).
+            buf.stage_hint = u.start == 0 and u.end == buf.length and buf.raw \
+                and buf.gpu_bytes >= stage_min
+            op.logical_upload_bytes += (u.end - u.start) * buf.stored_bytes
+            op.gpu_upload_bytes += u.words.nbytes
+            op.upload_count += 1
 
     def _publish(self, tx: Transaction, kernel_error: int) -> DispatchResult:
         if kernel_error:
@@ -200,20 +272,31 @@ class Dispatcher:
         bound, readahead = tx.bound, tx.readahead
         for slot, (written, size) in tx.outputs.items():
             buf = bound[slot]
-            if slot not in held_aside:  # (written in place: the committed copy already is the output)
-                if buf.gpu is not None:
-                    give_back_scratch(inst, (buf.gpu, size))
-                    inst.gpu_charge -= size
-                buf.gpu = written
-                inst.gpu_charge += size
-            if buf.parked is not None:
-                self.res.unpark(inst, buf)
-            if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
-                buf.readahead_hint = False
-            buf.readahead_sent = bool(readahead) and written in readahead
-            buf.record.mark_gpu_written()
+            if slot in held_aside:  # (written in place: the committed copy already is the output)
+                self._committed(inst, buf, written, readahead)
+            else:
+                self._commit_output(inst, buf, written, size, readahead)
         if profile:
             tx.op.commit += time.perf_counter() - t0
+
+    def _commit_output(self, inst: InstanceBuffers, buf: Buffer, written: BufferHandle, size: int,
+                       readahead: Sequence[BufferHandle]) -> None:
+        """One output switches to the scratch the kernel wrote; its old copy becomes idle scratch."""
+        if buf.gpu is not None:
+            give_back_scratch(inst, (buf.gpu, size))
+            inst.gpu_charge -= size
+        buf.gpu = written
+        inst.gpu_charge += size
+        self._committed(inst, buf, written, readahead)
+
+    def _committed(self, inst: InstanceBuffers, buf: Buffer, written: BufferHandle,
+                   readahead: Sequence[BufferHandle]) -> None:
+        if buf.parked is not None:
+            self.res.unpark(inst, buf)
+        if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
+            buf.readahead_hint = False
+        buf.readahead_sent = bool(readahead) and written in readahead
+        buf.record.mark_gpu_written()
 
     # -- the ways back ---------------------------------------------------------------------------
     def unwind(self, tx: Transaction, result: DispatchResult) -> DispatchResult:

@@ -114,21 +114,24 @@ class BufferRecord:
 
     def dirty(self) -> tuple[int, int] | None:
         """The element range written on the CPU since the GPU copy was current, if any."""
-        if not self.flags & acc.DIRTY:
+        w = self.words
+        if not w[_FLAGS] & acc.DIRTY:
             return None
-        return self.dirty_start, self.dirty_end
+        return w[_DIRTY_START], w[_DIRTY_END]
 
     def note_cpu_write(self, start: int, end: int) -> None:
-        """A committed CPU write of [start, end): version +1, GPU copy stale, dirty interval (docs/design/abi.md §4.5)."""
-        flags = self.flags
-        self.bump_version()
+        """A committed CPU write of [start, end): version +1, GPU copy stale, dirty interval (docs/design/abi.md §4.5).
+        (The words indexed directly: this runs on every set.)"""
+        w = self.words
+        flags = w[_FLAGS]
+        _next_version(w)
         if flags & acc.GPU_CURRENT:
-            self.dirty_start, self.dirty_end = start, end
+            w[_DIRTY_START], w[_DIRTY_END] = start, end
             flags = (flags & ~acc.GPU_CURRENT) | acc.DIRTY
         elif flags & acc.DIRTY:
-            self.dirty_start = min(self.dirty_start, start)
-            self.dirty_end = max(self.dirty_end, end)
-        self.flags = (flags | acc.CPU_CURRENT) & ~acc.LOST
+            w[_DIRTY_START] = min(w[_DIRTY_START], start)
+            w[_DIRTY_END] = max(w[_DIRTY_END], end)
+        w[_FLAGS] = (flags | acc.CPU_CURRENT) & _NOT_LOST
 
     def mark_uploaded(self) -> None:
         """The device copy holds the current version now (an upload completed)."""
@@ -136,18 +139,15 @@ class BufferRecord:
         w[_FLAGS] = (w[_FLAGS] | acc.GPU_CURRENT) & ~acc.DIRTY
 
     def mark_cpu_current(self) -> None:
-        self.flags = self.flags | acc.CPU_CURRENT
+        w = self.words
+        w[_FLAGS] |= acc.CPU_CURRENT
 
     def mark_gpu_written(self) -> None:
         """A committed GPU write: only the device copy is current, one version later (the words
         indexed directly: this runs on every dispatch)."""
         w = self.words
         w[_FLAGS] = (w[_FLAGS] | acc.GPU_CURRENT) & _NOT_CPU_OR_DIRTY
-        low = w[_VERSION] + 1
-        if low > U32:
-            w[_VERSION + 1] += 1
-            low = 0
-        w[_VERSION] = low
+        _next_version(w)
 
     def mark_quarantined(self) -> None:
         """The device is gone: whatever only it held is lost (docs/design/abi.md §4.7)."""
@@ -157,11 +157,23 @@ class BufferRecord:
         self.flags = flags & ~(acc.GPU_CURRENT | acc.DIRTY)
 
 
-# Word indices of the fields the per-dispatch paths read and write without a descriptor call.
+# Word indices of the fields the per-call paths read and write without a descriptor call.
 _FLAGS = BufferRecord.flags.word
 _VERSION = BufferRecord.version.word
+_DIRTY_START = BufferRecord.dirty_start.word
+_DIRTY_END = BufferRecord.dirty_end.word
 FLAGS_WORD = _FLAGS
 _NOT_CPU_OR_DIRTY = U32 & ~(acc.CPU_CURRENT | acc.DIRTY)
+_NOT_LOST = U32 & ~acc.LOST
+
+
+def _next_version(w: memoryview) -> None:
+    """The record's 64-bit version + 1, on its two little-endian words."""
+    low = w[_VERSION] + 1
+    if low > U32:
+        w[_VERSION + 1] += 1
+        low = 0
+    w[_VERSION] = low
 
 Parked = tuple[BufferHandle, int]  # (mapped readback staging, its charged bytes)
 

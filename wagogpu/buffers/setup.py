@@ -48,7 +48,7 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status | None:
     """docs/design/abi.md §4.5: allocate the committed copy if needed and record the range that must be uploaded."""
     inst = tx.inst
     rec = buf.record
-    flags = rec.flags
+    flags = rec.words[FLAGS_WORD]
     if flags & acc.GPU_CURRENT:
         return None
     if not flags & acc.CPU_CURRENT:
@@ -69,7 +69,7 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status | None:
         inst.gpu_charge += buf.gpu_bytes
     gpu = buf.gpu
     assert gpu is not None
-    dirty = rec.dirty() if had_gpu else None
+    dirty = rec.dirty() if had_gpu and flags & acc.DIRTY else None
     start, end = dirty if dirty else (0, buf.length)
     if stage is not None:
         if start == 0 and end == buf.length and buf.stage_version == rec.version:
@@ -77,7 +77,7 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status | None:
             tx.uploads.append(Upload(buf, gpu, 0, end, stage))  # the stage holds exactly this version's words
             return None
         res.drop_stage(inst, buf, stage)
-    raw = inst.cpu_bytes(buf)[start * buf.stored_bytes:end * buf.stored_bytes]
+    raw = inst.cpu_range(buf, start, end)
     # A view of the accessor memory is fine: the device copies uploads before execute returns.
     words = stored_to_words(raw, buf.stored_bytes)
     if not inst.reserve(words.nbytes):

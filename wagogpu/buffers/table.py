@@ -7,6 +7,8 @@ the Wasm scalar fast path updates it; Python reads it through each buffer's Buff
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..abi import accessor as acc
@@ -16,6 +18,10 @@ from .budget import BufferLimits, HeapAllocator, RuntimeBudget
 from .eviction import DeviceResources, DeviceSide, Held, held_bytes, release_idle
 from .memory import AccessorMemory, view_at
 from .records import Buffer, BufferRecord
+
+if TYPE_CHECKING:  # pragma: no cover  (type-only: steady.py and transaction.py import this module)
+    from .steady import SteadyPlan
+    from .transaction import DispatchPlan
 
 _RECORDS_END = acc.RECORDS_OFFSET + acc.MAX_RECORDS * acc.RECORD_BYTES
 _STATE_COUNTERS = {BufferState.CONTENTS_LOST: "contents_lost", BufferState.BOTH_CURRENT: "both_current",
@@ -33,6 +39,12 @@ class InstanceBuffers:
         self.limits = limits
         self.device_side = device_side
         self.buffers: dict[int, Buffer] = {}
+        # Counts changes to the binding set (a bind, a free, closing): whatever was checked about
+        # the buffers in the slots (a steady dispatch plan) holds while it stays the same.
+        self.bindings_epoch = 0
+        # id(DispatchPlan) -> (the plan, the bindings_epoch it was last dispatched under, its steady
+        # plan over that binding set or None before its second dispatch): the dispatcher's (steady.py).
+        self.steady_plans: dict[int, tuple[DispatchPlan, int, SteadyPlan | None]] = {}
         self.reserved = 0
         self.peak = 0
         self.cpu_charge = 0
@@ -75,6 +87,11 @@ class InstanceBuffers:
     def cpu_bytes(self, buf: Buffer) -> np.ndarray:
         return self._view[buf.ptr:buf.ptr + buf.nbytes]
 
+    def cpu_range(self, buf: Buffer, start: int, end: int) -> np.ndarray:
+        """The bytes of buf's elements [start, end) in its CPU copy (one slice of the memory view)."""
+        size = buf.stored_bytes
+        return self._view[buf.ptr + start * size:buf.ptr + end * size]
+
     @property
     def slots(self) -> memoryview:
         """The slot table as u32 words: slot -> bound handle, 0 for none."""
@@ -82,6 +99,14 @@ class InstanceBuffers:
 
     def buffer(self, handle: int) -> Buffer | None:
         return self.buffers.get(handle)
+
+    def bind(self, slot: int, handle: int) -> None:
+        """bindBuffer's effect (its checks are the caller's): the slot holds handle, 0 for none
+        (binding the handle a slot already holds changes nothing)."""
+        slots = self._slot_words
+        if slots[slot] != handle:
+            slots[slot] = handle
+            self.bindings_epoch += 1
 
     def state(self, buf: Buffer) -> BufferState:
         return buf.state
@@ -99,8 +124,29 @@ class InstanceBuffers:
         self._view[acc.HASH_OFFSET:acc.HASH_OFFSET + table.nbytes] = table.view(np.uint8)
 
     # -- budgets -------------------------------------------------------------------------------
+    def fits(self, nbytes: int) -> bool:
+        """Whether reserve(nbytes) would succeed without evicting anything."""
+        budget = self.budget
+        return (self.reserved + nbytes <= self.limits.max_bytes
+                and budget.v1_bytes + budget.legacy_bytes + nbytes <= budget.max_bytes)
+
     def reserve(self, nbytes: int) -> bool:
         """Charge nbytes to this instance and the runtime, evicting idle resources first (docs/design/abi.md §4.9)."""
+        budget = self.budget
+        reserved = self.reserved + nbytes
+        total = budget.v1_bytes + budget.legacy_bytes + nbytes
+        if reserved <= self.limits.max_bytes and total <= budget.max_bytes:  # fits: nothing to evict
+            self.reserved = reserved
+            budget.v1_bytes += nbytes
+            if reserved > self.peak:
+                self.peak = reserved
+            if total > budget.peak_bytes:
+                budget.peak_bytes = total
+            return True
+        return self._reserve_evicting(nbytes)
+
+    def _reserve_evicting(self, nbytes: int) -> bool:
+        """reserve() when the charge does not fit as things are: evict, then charge if it fits now."""
         budget = self.budget
         over = self.reserved + nbytes - self.limits.max_bytes
         if over > 0:
@@ -158,6 +204,7 @@ class InstanceBuffers:
         if buf.stage is not None or buf.parked is not None:
             self.device_side.drop_held(self, buf, Held.ALL)
         del self.buffers[buf.handle]
+        self.bindings_epoch += 1
         slots = self._slot_words
         for i in range(SLOT_COUNT):
             if slots[i] == buf.handle:
@@ -187,6 +234,8 @@ class InstanceBuffers:
         self.release(self.device.retired_bytes)
         self.device.retired_bytes = 0
         self.closed = True
+        self.bindings_epoch += 1
+        self.steady_plans.clear()
         if self in self.budget.instances:
             self.budget.instances.remove(self)
 

@@ -342,6 +342,7 @@ def _open_fast_path() -> None:
     """Resolve wasmtime-py's internals and the unchecked entry points (raises if they are not there)."""
     global _ffi, _lib, _wfunc, _wffi, _NULL, _call_unchecked, _caller_context, _memory_data, _memory_size
     global _buffer, _from_handle, _trampoline_cb, _finalize_cb, _UINTPTR
+    import _cffi_backend  # type: ignore[import-untyped]
     import cffi
     import wasmtime._func as wfunc
     from wasmtime import _ffi as wffi
@@ -354,7 +355,9 @@ def _open_fast_path() -> None:
     _ffi, _lib, _wfunc, _wffi, _NULL = ffi, lib, wfunc, wffi, ffi.NULL
     _call_unchecked, _caller_context = lib.wasmtime_func_call_unchecked, lib.wasmtime_caller_context
     _memory_data, _memory_size = lib.wasmtime_memory_data, lib.wasmtime_memory_data_size
-    _buffer, _from_handle = ffi.buffer, ffi.from_handle
+    # cffi's backend function itself: FFI.from_handle is a Python method around it, one more frame
+    # on every import's crossing.
+    _buffer, _from_handle = ffi.buffer, getattr(_cffi_backend, "from_handle", ffi.from_handle)
     _UINTPTR = ffi.typeof(lib.wasmtime_memory_data).result
     _trampoline_cb = ffi.callback("void *(void *, void *, void *, size_t)")(_trampoline)
     _finalize_cb = ffi.callback("void(void *)")(_finalize)

@@ -46,8 +46,29 @@ STATUS_REASONS: dict[int, str] = {
     Status.UNSUPPORTED_STORAGE: "this storage cannot take part in the transfer",
     Status.INVALID_STATE: "the instance or its host is closed",
 }
-#: What an invalid profile leaves in a record's stage durations (one dict update, not six stores).
-_ZERO_STAGES = dict.fromkeys(STAGE_FIELDS, 0.0)
+#: The stage durations an invalid profile leaves at their class default, 0.0.
+_STAGES = frozenset(STAGE_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """What a status alone decides about a record, worked out once per status: the plain int the
+    guest gets, the outcome when the import names none, and for an error its reason code (None:
+    the import's own, else CONTRACT_ERROR) and the reason used when the import gives none."""
+
+    code: int
+    outcome: Outcome
+    success: bool
+    reason_code: ReasonCode | None
+    reason: str
+
+
+#: Indexed by status value: _finish reads one entry instead of converting the enum and asking
+#: three dicts on every call.
+ENDINGS: tuple[Ending, ...] = tuple(
+    Ending(int(s), _OUTCOME_BY_STATUS.get(s, Outcome.ERROR), s in _SUCCESSES, REASON_BY_STATUS.get(s),
+           STATUS_REASONS.get(s, "")) for s in sorted(Status))
+assert [e.code for e in ENDINGS] == list(range(len(ENDINGS)))
 
 
 class ImportCall:
@@ -126,9 +147,13 @@ class ImportGroup:
 
     def __init__(self, scope: ImportScope) -> None:
         self.scope = scope
-        self.ctx = scope.ctx
+        self.ctx = ctx = scope.ctx
         self.buffers = scope.buffers
         self.module = scope.module
+        # Made with the host and kept for its life, used by every call: bound once. (The config is
+        # read per call: the host may replace it.)
+        self._check_loss = ctx.residency.check_loss
+        self._pending = ctx.residency.pending
 
     def handlers(self) -> Handlers:
         """The imports this group serves."""
@@ -141,9 +166,8 @@ class ImportGroup:
         op = BufferOperation.start(scope.import_name, self.buffers.instance_id, count, kernel_id)
         call = ImportCall(op, started, started + self.ctx.config.run_timeout)
         op.queue_wait = time.perf_counter() - started
-        res = self.ctx.residency
-        res.check_loss()
-        pending = res.pending
+        self._check_loss()
+        pending = self._pending
         if pending.dispatches and pending.overdue():  # pipelined work waited on too long: settle it
             pending.settle(call.deadline)
         return call
@@ -168,13 +192,14 @@ class ImportGroup:
                 reason_code: ReasonCode = ReasonCode.NONE, reason: str = "") -> int:
         """Record Last (every non-scalar import, every status) and add this call's counters to Totals."""
         op = call.op
-        op.status = code = int(status)
-        op.outcome = outcome or _OUTCOME_BY_STATUS.get(status) or Outcome.ERROR
-        success = status in _SUCCESSES
+        end = ENDINGS[status]  # (one entry: no enum conversion, no dict asked, per call)
+        op.status = code = end.code
+        op.outcome = outcome or end.outcome
+        success = end.success
         if not success:
-            reason_code = REASON_BY_STATUS.get(status) or (
+            reason_code = end.reason_code or (
                 reason_code if reason_code is not ReasonCode.NONE else ReasonCode.CONTRACT_ERROR)
-            reason = reason or STATUS_REASONS.get(status, "")
+            reason = reason or end.reason
         op.reason_code = reason_code
         op.reason = reason
         op.total = time.perf_counter() - call.started
@@ -184,6 +209,8 @@ class ImportGroup:
             op.profile_valid = True
         else:
             op.profile_valid = False
-            op.__dict__.update(_ZERO_STAGES)
+            d = op.__dict__
+            for name in _STAGES.intersection(d):  # (one C loop; most records time one stage or none)
+                del d[name]  # back to the class's 0.0, and the totals walk a smaller record
         self.ctx.log.record(op)
         return code

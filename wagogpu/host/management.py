@@ -68,5 +68,5 @@ class ManagementImports(ImportGroup):
             return self._finish(call, Status.INVALID_BINDING, reason=f"slot {slot} is not below {SLOT_COUNT}")
         if handle != 0 and self._buffer(handle) is None:
             return self._finish(call, Status.INVALID_HANDLE, reason=self._no_buffer(handle))
-        self.buffers.slots[slot] = handle
+        self.buffers.bind(slot, handle)
         return self._finish(call, Status.OK)

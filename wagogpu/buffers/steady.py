@@ -1,0 +1,154 @@
+"""The steady state of one kernel's dispatch over one binding set, a resident loop (docs/design/abi.md §4.11).
+
+A guest that dispatches the same kernel over the same buffers again and again asks the same
+questions every time: which bound buffer is read and which written, what the storage bindings are
+in binding order, whether the kernel replaces its outputs whole, what grid the count makes. A
+SteadyPlan answers them once, when the host first sees the binding set. A dispatch in the steady
+state (every input current on the device, or current on the CPU over a device copy and uploaded
+from it, as a guest that sets its input before each dispatch has it; no output lost or parked; the
+parameter block holding this count; an idle scratch per output; the uploads' charge fitting
+without eviction) then runs the dispatcher's fixed sequence for it (Dispatcher._steady: take,
+execute, commit) with no plan phase and no Transaction; one that is not goes through plan_slots
+as before. The plan is a shortcut for one common state, not a second set of rules: what it skips
+is what plan_slots would find had nothing to decide.
+
+It also keeps the ExecutePlans it handed the device, one per set of handles: in a resident loop
+each output alternates between two device buffers (the kernel writes the idle one, the commit
+swaps them), so a repeated dispatch hands the device one of two plan objects it has seen before.
+
+A SteadyPlan holds while the instance's binding set does (InstanceBuffers.bindings_epoch: a bind
+that changes a slot, a free, closing); the dispatcher makes one on a binding set's second dispatch
+and a new one when the set changed. Nothing in it can go stale unseen: flags, device copies, scratch and the parameter block are read anew by
+every dispatch, and a kept ExecutePlan is used only when its handles are the very ones this
+dispatch binds.
+"""
+from __future__ import annotations
+
+from typing import cast
+
+from ..abi import accessor as acc
+from ..abi.kernel import workgroup_grid
+from ..diagnostics import BufferOperation
+from ..gpu import BufferHandle, ExecutePlan
+from .convert import stored_to_words
+from .eviction import Scratch
+from .records import FLAGS_WORD, Buffer
+from .table import InstanceBuffers
+from .transaction import DispatchPlan, Transaction, Upload
+
+#: An input is resident when its device copy is current and nothing is lost; uploadable from its
+#: CPU copy when that is current and nothing is lost.
+_RESIDENT_MASK = acc.GPU_CURRENT | acc.LOST
+_UPLOADABLE_MASK = acc.CPU_CURRENT | acc.LOST
+#: Execute plans kept per steady plan: the two phases of a resident loop's output swap.
+MAX_PHASES = 2
+#: What a steady dispatch took: an output scratch per output, the uploads from the CPU copies and
+#: the bytes charged for them until the device has them (a tuple: made on every dispatch).
+Taken = tuple[list[Scratch], "list[Upload] | tuple[()]", int]
+_NO_UPLOADS: tuple[()] = ()
+
+
+class SteadyPlan:
+    """One kernel's binding set, resolved once (see the module docstring)."""
+
+    __slots__ = ("plan", "bound", "count", "grid", "inputs", "outputs", "order", "phases")
+
+    def __init__(self, plan: DispatchPlan, bound: dict[int, Buffer]) -> None:
+        write = plan.write_slots
+        used = plan.used_slots
+        self.plan = plan
+        self.bound = bound
+        self.inputs = tuple(bound[s] for s in used if s not in write)
+        self.outputs = tuple((s, bound[s], bound[s].gpu_bytes) for s in used if s in write)
+        # Binding order as positions in [inputs..., outputs...]; None when that already is it.
+        flat = [s for s in used if s not in write] + [s for s in used if s in write]
+        order = tuple(flat.index(s) for s in used)
+        self.order = None if order == tuple(range(len(used))) else order
+        lengths = {buf.length for _s, buf, _n in self.outputs}
+        # The shortcut serves kernels that replace every output whole (all one length, none read
+        # first), without an error word or a guest memory snapshot: count must be that length.
+        served = (len(lengths) == 1 and not write & plan.read_before_write and not plan.error_word
+                  and plan.memory < 0)
+        self.count = lengths.pop() if served else -1
+        self.grid = workgroup_grid(self.count) if served else (0, 0)
+        self.phases: list[ExecutePlan] = []
+
+    def take(self, inst: InstanceBuffers, count: int) -> Taken | None:
+        """What this dispatch needs in the steady state, taken (as plan_slots and
+        set_up_small_buffers would find it: inputs resident, or current on the CPU over a device
+        copy and not prestaged, so uploaded from the CPU copy; outputs replaced whole and neither
+        lost nor parked; the parameter block holding count; the uploads' bytes fitting the budgets
+        without evicting anything): an idle scratch per output and the uploads' charge. None
+        (nothing taken or charged) when it is not in that state."""
+        if count != self.count:
+            return None
+        d = inst.device
+        if d.uniform is None or d.uniform_count != count or d.uniform_budget != self.plan.loop_budget:
+            return None
+        uploads: list[Upload] | None = None
+        transient = 0
+        for buf in self.inputs:
+            rec = buf.record
+            flags = rec.words[FLAGS_WORD]
+            gpu = buf.gpu
+            if flags & _RESIDENT_MASK == acc.GPU_CURRENT and gpu is not None:
+                continue
+            if flags & _UPLOADABLE_MASK != acc.CPU_CURRENT or gpu is None or buf.stage is not None:
+                return None  # (lost, never on the device, or prestaged: plan_slots decides)
+            start, end = rec.dirty() or (0, buf.length)
+            words = stored_to_words(inst.cpu_range(buf, start, end), buf.stored_bytes)
+            if uploads is None:
+                uploads = []
+            uploads.append(Upload(buf, gpu, start, end, words))
+            transient += words.nbytes
+        for _slot, buf, _size in self.outputs:
+            if buf.parked is not None or buf.record.words[FLAGS_WORD] & acc.LOST:
+                return None  # (a parked output may be written in place: plan_slots decides)
+        if transient and not inst.fits(transient):
+            return None  # (a charge that evicts: plan_slots makes it, in its order)
+        idle = d.idle_outputs
+        taken: list[Scratch] = []
+        for _slot, _buf, size in self.outputs:
+            scratch = d.take_idle_output(size)
+            if scratch is None:
+                idle.extend(taken)
+                return None
+            taken.append(scratch)
+        if transient:
+            inst.reserve(transient)  # (it fits: nothing is evicted)
+        return taken, uploads or _NO_UPLOADS, transient
+
+    def execute_plan(self, uniform: BufferHandle, took: Taken, readahead_max: int, profile: bool) -> ExecutePlan:
+        """The ExecutePlan of this dispatch: without uploads, one handed the device before for
+        exactly these handles (storage, parameter block, read-ahead), or a new one, kept; with
+        uploads (fresh views of the CPU copies) a new one."""
+        taken, took_uploads, _transient = took
+        storage = [cast(BufferHandle, buf.gpu) for buf in self.inputs]  # (take() saw every one)
+        storage += [scratch[0] for scratch in taken]
+        if self.order is not None:
+            storage = [storage[i] for i in self.order]
+        readahead = [scratch[0] for (_s, buf, _n), scratch in zip(self.outputs, taken)
+                     if buf.readahead_hint and scratch[1] <= readahead_max]
+        if took_uploads:
+            uploads = [(u.gpu, u.start * u.buf.gpu_stride, u.words) for u in took_uploads]
+            return ExecutePlan(self.plan.pipeline, uniform, None, storage, uploads, (), self.grid, profile, None,
+                               readahead)
+        for execute in self.phases:
+            if execute.uniform is uniform and execute.storage == storage and execute.readahead == readahead:
+                return execute
+        execute = ExecutePlan(self.plan.pipeline, uniform, None, storage, (), (), self.grid, profile, None, readahead)
+        if len(self.phases) >= MAX_PHASES:
+            del self.phases[0]
+        self.phases.append(execute)
+        return execute
+
+    def transaction(self, inst: InstanceBuffers, deadline: float, op: BufferOperation, took: Taken) -> Transaction:
+        """The Transaction the plan phase would have made, for the ways back (unwind, fail);
+        ``took``'s charge as it stands now (the dispatcher gives it back once the device has it)."""
+        scratch, uploads, transient = took
+        tx = Transaction(inst, self.plan, self.bound, self.count, deadline, op)
+        tx.acquired = scratch
+        tx.outputs = {slot: s for (slot, _b, _n), s in zip(self.outputs, scratch)}
+        tx.uploads = list(uploads)
+        tx.transient = transient
+        return tx
