@@ -33,6 +33,10 @@ from bench.work_guest import KERNEL_IDS, input_values, reference, wat
 from wagogpu import Config, Host, memcopy
 from wagogpu.buffers import TransferTuning
 from wagogpu.buffers import residency as residency_module
+try:
+    from wagogpu.buffers import copyout as copyout_module
+except ImportError:  # (a version of the path before pieced readbacks)
+    copyout_module = residency_module
 from wagogpu.host import transfers as transfers_module
 
 OFF = 1 << 62
@@ -98,7 +102,9 @@ def phase_targets(dev: Any) -> list[tuple[object, str, str]]:
             (dev, "stage", "set_stage_acquire"), (dev, "execute", "dispatch_execute"),
             (dev, "read_mapped", "readback_dma"), (dev, "read", "readback_whole"),
             (dev, "read_pieces", "readback_pieces"),
-            (transfers_module, "copy_bytes", "copy_out"), (transfers_module, "copy_out", "copy_out")]
+            (transfers_module, "copy_bytes", "copy_out"), (copyout_module, "copy_range", "copy_out"),
+            (copyout_module, "copy_many", "readback_dma_in_publish"),
+            (copyout_module, "copy_bytes", "readback_dma_in_publish")]
 
 
 def host_phases(name: str, tuning: TransferTuning, n: int, reps: int, software: bool, k: int) -> dict[str, Any]:
@@ -326,8 +332,18 @@ def probes(software: bool, nbytes: int, reps: int, chunks: list[int]) -> list[di
     return rows
 
 
+def _pieces(k: int) -> TransferTuning:
+    try:
+        return TransferTuning(readback_pieces=k)  # type: ignore[call-arg]
+    except TypeError:  # (a version of the path before pieced readbacks)
+        return TransferTuning()
+
+
 VARIANTS: dict[str, TransferTuning] = {
     "default": TransferTuning(),
+    "pieces_1": _pieces(1),
+    "pieces_2": _pieces(2),
+    "pieces_8": _pieces(8),
     "no_prestage": TransferTuning(prestage_min_bytes=OFF),
     "no_park": TransferTuning(park_min_bytes=OFF),
 }
