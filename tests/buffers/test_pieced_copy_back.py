@@ -95,6 +95,7 @@ def test_copy_backs_around_piece_boundaries(n: int) -> None:
     parked = g.buf(g.b).parked  # (below park_min_bytes: read back into the CPU copy instead)
     staging = parked[0] if parked is not None else g.inst.buffers.device.staging[0]
     assert [(o, s) for o, s, _ in staging.pieces] == pieces and (parked is not None) == (4 * n >= 4096)
+    assert ref.host.context.residency.backup.nbytes == 0  # one piece is final when it maps: nothing kept
     g.host.close()
     ref.host.close()
 

@@ -77,7 +77,8 @@ class GuestPublish:
         self.skip = skip
         self.nbytes = nbytes
         self.deadline = deadline
-        self._backup = backup.address(nbytes)
+        self._scratch = backup
+        self._backup = 0  # taken when a piece first needs keeping (a one-piece read never does)
         self._pieces: Sequence[tuple[int, int]] = ()
         self._backed: set[int] = set()
         self._published: list[tuple[int, int]] = []  # (lo, hi) source ranges now in guest memory
@@ -87,7 +88,8 @@ class GuestPublish:
     # -- PieceSink ------------------------------------------------------------------------------
     def submitted(self, pieces: Sequence[tuple[int, int]]) -> None:
         self._pieces = pieces
-        copy_many(self._backup_jobs(0))  # while the first piece crosses PCIe
+        if len(pieces) > 1:  # (one piece is final when it maps: nothing to keep)
+            copy_many(self._backup_jobs(0))  # while the first piece crosses PCIe
 
     def piece(self, offset: int, address: int, n: int, final: bool) -> None:
         i = self._next
@@ -120,6 +122,8 @@ class GuestPublish:
         if i >= len(self._pieces) or i in self._backed:
             return []
         self._backed.add(i)
+        if not self._backup:
+            self._backup = self._scratch.address(self.nbytes)
         offset, n = self._pieces[i]
         lo, hi = _clip(offset, n, self.skip, self.nbytes)
         if lo >= hi:
