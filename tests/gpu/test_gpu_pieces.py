@@ -65,10 +65,14 @@ def test_reads_through_a_pieced_staging_match_the_source(make_device, nbytes: in
     for off, addr, n in st.segments:
         got = np.frombuffer((ctypes.c_uint8 * n).from_address(addr), np.uint8)
         assert np.array_equal(got, words.view(np.uint8)[off:off + n])
-    # A part of the source: the pieces past it are not copied.
+    # A part of the source: the pieces past it are not copied, nor mapped, nor unmapped after.
     assert np.array_equal(dev.read(src, st, 4, 10.0), words[:1]) and st.mapped == 0
+    dev.read_mapped(src, st, 4, 10.0)
+    assert len(st.segments) == 1 and st.segments[0][2] == 4
+    assert np.array_equal(dev.read(src, st, nbytes, 10.0), words)  # (unmaps the one piece first)
+    dev.read_mapped(src, st, 4, 10.0)
     dev.release(st)
-    assert st.released and st.segments == ()
+    assert st.released and st.segments == () and not dev._core.flags.errors
 
 
 def test_a_released_pieced_staging_pools_every_piece(make_device) -> None:

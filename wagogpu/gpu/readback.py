@@ -309,7 +309,7 @@ class Readback:
 
     def _unmap_pieces(self, staging: BufferHandle) -> None:
         """Unmap every piece of a staging buffer read_mapped() left mapped (lock held)."""
-        for _offset, _n, native in staging.pieces:
+        for _offset, _n, native in staging.pieces[:max(1, len(staging.segments))]:  # (those mapped)
             self._core.backend.unmap(native.obj)
         staging.mapped = 0
         staging.segments = ()

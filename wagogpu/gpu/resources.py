@@ -106,13 +106,13 @@ class BufferTable:
         The caller has dropped whatever else refers to it; a staging buffer is unmapped and pooled."""
         handle._ptr = None
         mapped, handle.mapped = handle.mapped, 0
+        segments, handle.segments = handle.segments, ()
         if self._handles.pop(handle.id, None) is None or self._core.closed:
             return False
         self.live_bytes -= handle.nbytes
-        handle.segments = ()
         if handle.kind is BufferKind.STAGING and not self._core.flags.lost:
-            if mapped:  # read_mapped maps every piece or none
-                for _offset, _n, native in handle.pieces:
+            if mapped:  # the pieces read_mapped mapped (all those the read covered)
+                for _offset, _n, native in handle.pieces[:max(1, len(segments))]:
                     self._core.backend.unmap(native.obj)
             for _offset, n, native in handle.pieces:
                 self._pool.give(PooledBuffer(native, n, PoolKind.READBACK))
