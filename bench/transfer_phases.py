@@ -14,7 +14,9 @@ Records:
                     the readback pipelined in k pieces (piece j's threaded copy-out while piece
                     j+1's DMA runs); the upload through host-cached memory (mappable primary
                     buffers: MAP_READ|COPY_SRC, written while mapped, copied by the DMA engine),
-                    whole and in k pieces. Every probe's result is checked after its timer.
+                    whole and in k pieces. Every probe's result is checked after its timer. The
+                    pieces' maps are waited for with non-blocking polls (``pieces_wait: poll``;
+                    wgpu-py's own sync_wait blocks until the whole queue is done).
 """
 from __future__ import annotations
 
@@ -204,6 +206,13 @@ class Probe:
                                  for off in range(0, self.nbytes, piece)]
         return self._pieces[key]
 
+    def resolve(self, promise: Any) -> None:
+        """Wait for one map without waiting for the whole queue: wgpu-py's sync_wait polls the device
+        blocking, which returns only when every submission is done (no piece would overlap the next)."""
+        while promise._state == "pending":  # noqa: SLF001 (probe only)
+            self.dev._poll(False)  # noqa: SLF001
+        promise.sync_wait()
+
     def _submit_copy(self, src: Any, so: int, dst: Any, do: int, n: int) -> None:
         enc = self.dev.create_command_encoder()
         enc.copy_buffer_to_buffer(src, so, dst, do, n)
@@ -243,7 +252,7 @@ class Probe:
             self._submit_copy(self.storage, off, buf, 0, n)
             promises.append(buf.map_async(self.wgpu.MapMode.READ))
         for (off, n, buf), promise in zip(pieces, promises):
-            promise.sync_wait()
+            self.resolve(promise)
             memcopy.copy_bytes(self.out.ctypes.data + off, self.address(buf), n, threads)
             buf.unmap()
 
@@ -261,7 +270,7 @@ class Probe:
         pieces = self.pieces(k, u.MAP_READ | u.COPY_SRC)
         promises = [buf.map_async(self.wgpu.MapMode.READ) for _off, _n, buf in pieces]
         for (off, n, buf), promise in zip(pieces, promises):
-            promise.sync_wait()
+            self.resolve(promise)
             memcopy.copy_bytes(self.address(buf), self.src.ctypes.data + off, n, threads)
             buf.unmap()
             self._submit_copy(buf, 0, self.storage, off, n)
@@ -321,14 +330,14 @@ def probes(software: bool, nbytes: int, reps: int, chunks: list[int]) -> list[di
         row("d2h_whole", fn, read_back(fn), threads=threads, pieces=1)
         for k in chunks:
             fn = (lambda t=threads, k=k: p.readback_pipelined(k, t))
-            row("d2h_pipelined", fn, read_back(fn), threads=threads, pieces=k)
+            row("d2h_pipelined", fn, read_back(fn), threads=threads, pieces=k, pieces_wait="poll")
     if p.mappable:
         for threads in (8, 16):
             fn = (lambda t=threads: p.upload_hostcached(t))
             row("h2d_hostcached", fn, uploaded(fn), threads=threads, pieces=1)
             for k in chunks:
                 fn = (lambda t=threads, k=k: p.upload_hostcached_pipelined(k, t))
-                row("h2d_hostcached_pipelined", fn, uploaded(fn), threads=threads, pieces=k)
+                row("h2d_hostcached_pipelined", fn, uploaded(fn), threads=threads, pieces=k, pieces_wait="poll")
     return rows
 
 
