@@ -174,7 +174,10 @@ def test_a_failure_before_any_piece_publishes_nothing() -> None:
         assert got == failing_copy_back(WHOLE, fail), fail
 
 
-def test_the_first_piece_past_the_deadline_publishes_nothing() -> None:
+@pytest.mark.parametrize("pieces_in_turn", [False, True])
+def test_a_readback_complete_past_the_deadline_publishes_nothing(pieces_in_turn: bool) -> None:
+    """Cancelled where the one-piece copy-back checks (the readback done): pieces already published
+    (in turn: with a fault injector that fails nothing, every piece waits for its own map) are put back."""
     g = twice_guest(PIECED)
     n = 3077
     a, b = g.create(F32, n), g.create(F32, n)
@@ -182,11 +185,14 @@ def test_the_first_piece_past_the_deadline_publishes_nothing() -> None:
     assert g.set_f32(a, values(n, 1)) == 0 and g.dispatch(1, n) == 0
     sentinel(g, 4 * n)
     res = g.host.context.residency
+    if pieces_in_turn:
+        g.host.device._faults = FaultInjector()
     guest_address = int(g.inst.memory_view()[GUEST_OUT:].ctypes.data)
     op = BufferOperation()
     status = res.copy_back(g.inst.buffers, g.buf(b), guest_address, 0, 4 * n, time.perf_counter(), op, op)
     assert status == Status.CANCELLED
     assert g.inst.read_memory(GUEST_OUT - 64, 4 * n + 128) == bytes([SENTINEL]) * (4 * n + 128)
+    assert res.backup.nbytes == 4 * n  # (the pieces before the last were kept, then put back)
     g.host.close()
 
 

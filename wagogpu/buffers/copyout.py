@@ -68,9 +68,9 @@ class HostScratch:
 class GuestPublish:
     """A PieceSink for a copy-back of source bytes [skip, skip+nbytes) to guest address ``guest``.
 
-    ``deadline``: the import's; checked once, when the first piece is ready (the point at which the
-    copy-back used to check it, after the readback): past it nothing is published and finish()
-    answers cancelled."""
+    ``deadline``: the import's; checked once, when the readback is complete (the first ``final``
+    piece: where the one-piece copy-back checks it): past it the pieces already published are put
+    back, nothing more is, and ``cancelled`` says so."""
 
     def __init__(self, guest: int, skip: int, nbytes: int, deadline: float, backup: HostScratch) -> None:
         self.guest = guest
@@ -83,6 +83,7 @@ class GuestPublish:
         self._backed: set[int] = set()
         self._published: list[tuple[int, int]] = []  # (lo, hi) source ranges now in guest memory
         self._next = 0
+        self._complete = False  # a final piece came: the readback is complete
         self.cancelled = False
 
     # -- PieceSink ------------------------------------------------------------------------------
@@ -94,8 +95,11 @@ class GuestPublish:
     def piece(self, offset: int, address: int, n: int, final: bool) -> None:
         i = self._next
         self._next += 1
-        if i == 0 and time.perf_counter() >= self.deadline:
-            self.cancelled = True
+        if final and not self._complete:
+            self._complete = True
+            if time.perf_counter() >= self.deadline:
+                self.cancelled = True
+                self.undo()
         if self.cancelled:
             return
         lo, hi = _clip(offset, n, self.skip, self.nbytes)
