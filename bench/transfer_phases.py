@@ -171,7 +171,7 @@ def host_phases(name: str, tuning: TransferTuning, n: int, reps: int, software: 
 class Probe:
     """One device (with mappable primary buffers where offered) and the buffers of the probes."""
 
-    def __init__(self, software: bool, nbytes: int) -> None:
+    def __init__(self, software: bool, nbytes: int, want_mappable: bool = True) -> None:
         import wgpu
 
         self.wgpu = wgpu
@@ -180,7 +180,7 @@ class Probe:
         info = adapter.info
         self.adapter = f"{info.get('device')}; {info.get('description')}; {info.get('adapter_type')}; " \
                        f"{info.get('backend_type')}"
-        self.mappable = "mappable-primary-buffers" in adapter.features
+        self.mappable = want_mappable and "mappable-primary-buffers" in adapter.features
         self.dev = adapter.request_device_sync(
             required_features=["mappable-primary-buffers"] if self.mappable else [],
             required_limits={"max-buffer-size": adapter.limits["max-buffer-size"],
@@ -256,6 +256,46 @@ class Probe:
             memcopy.copy_bytes(self.out.ctypes.data + off, self.address(buf), n, threads)
             buf.unmap()
 
+    def readback_pieces_no_readout(self, k: int) -> None:
+        """k submissions and maps, nothing read out: what the pieces cost the device and the maps."""
+        u = self.wgpu.BufferUsage
+        pieces = self.pieces(k, u.MAP_READ | u.COPY_DST)
+        promises = []
+        for off, n, buf in pieces:
+            self._submit_copy(self.storage, off, buf, 0, n)
+            promises.append(buf.map_async(self.wgpu.MapMode.READ))
+        for (_off, _n, buf), promise in zip(pieces, promises):
+            self.resolve(promise)
+            buf.unmap()
+
+    def readback_one_submission(self, k: int, threads: int) -> None:
+        """k copies in one submission (so every map resolves at its end), each piece read out."""
+        u = self.wgpu.BufferUsage
+        pieces = self.pieces(k, u.MAP_READ | u.COPY_DST)
+        enc = self.dev.create_command_encoder()
+        for off, n, buf in pieces:
+            enc.copy_buffer_to_buffer(self.storage, off, buf, 0, n)
+        self.dev.queue.submit([enc.finish()])
+        promises = [buf.map_async(self.wgpu.MapMode.READ) for _off, _n, buf in pieces]
+        for (off, n, buf), promise in zip(pieces, promises):
+            self.resolve(promise)
+            memcopy.copy_bytes(self.out.ctypes.data + off, self.address(buf), n, threads)
+            buf.unmap()
+
+    def readout_twice(self, threads: int) -> tuple[float, float]:
+        """A whole readback read out twice from the same mapping: (first, second) read-out seconds
+        (the first pays for a fresh mapping's pages, if the driver maps them anew per map)."""
+        self._submit_copy(self.storage, 0, self.readback, 0, self.nbytes)
+        self.readback.map_sync(self.wgpu.MapMode.READ)
+        address = self.address(self.readback)
+        t0 = time.perf_counter()
+        memcopy.copy_bytes(self.out.ctypes.data, address, self.nbytes, threads)
+        t1 = time.perf_counter()
+        memcopy.copy_bytes(self.out.ctypes.data, address, self.nbytes, threads)
+        t2 = time.perf_counter()
+        self.readback.unmap()
+        return t1 - t0, t2 - t1
+
     def upload_hostcached(self, threads: int) -> None:
         buf = self.hostcached
         assert buf is not None
@@ -296,8 +336,8 @@ def _median_ms(fn: Callable[[], Any], reps: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def probes(software: bool, nbytes: int, reps: int, chunks: list[int]) -> list[dict[str, Any]]:
-    p = Probe(software, nbytes)
+def probes(software: bool, nbytes: int, reps: int, chunks: list[int], no_hostcached: bool = False) -> list[dict[str, Any]]:
+    p = Probe(software, nbytes, not no_hostcached)
     rows: list[dict[str, Any]] = []
 
     def row(way: str, fn: Callable[[], Any], check: Callable[[], bool], **extra: Any) -> None:
@@ -331,7 +371,17 @@ def probes(software: bool, nbytes: int, reps: int, chunks: list[int]) -> list[di
         for k in chunks:
             fn = (lambda t=threads, k=k: p.readback_pipelined(k, t))
             row("d2h_pipelined", fn, read_back(fn), threads=threads, pieces=k, pieces_wait="poll")
-    if p.mappable:
+    for k in chunks:
+        fn = (lambda k=k: p.readback_pieces_no_readout(k))
+        row("d2h_pieces_no_readout", fn, lambda: True, pieces=k, pieces_wait="poll")
+        fn = (lambda k=k: p.readback_one_submission(k, 8))
+        row("d2h_pieces_one_submission", fn, read_back(fn), threads=8, pieces=k, pieces_wait="poll")
+    pairs = [p.readout_twice(8) for _ in range(reps + 1)][1:]
+    rows.append({"bench": "transfer_probe", "way": "d2h_readout_first_then_second", "threads": 8,
+                 "first_ms": statistics.median(a for a, _ in pairs) * 1e3,
+                 "second_ms": statistics.median(b for _, b in pairs) * 1e3, "ms": 0.0, "gbps": 0.0,
+                 "checked": read_back(lambda: p.readout_twice(8))(), "bytes": nbytes, "adapter": p.adapter})
+    if p.mappable and not no_hostcached:
         for threads in (8, 16):
             fn = (lambda t=threads: p.upload_hostcached(t))
             row("h2d_hostcached", fn, uploaded(fn), threads=threads, pieces=1)
@@ -350,8 +400,8 @@ def _pieces(k: int) -> TransferTuning:
 
 VARIANTS: dict[str, TransferTuning] = {
     "default": TransferTuning(),
-    "pieces_1": _pieces(1),
     "pieces_2": _pieces(2),
+    "pieces_4": _pieces(4),
     "pieces_8": _pieces(8),
     "no_prestage": TransferTuning(prestage_min_bytes=OFF),
     "no_park": TransferTuning(park_min_bytes=OFF),
@@ -366,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", default="2,4,8")
     parser.add_argument("--variant", action="append", choices=sorted(VARIANTS))
     parser.add_argument("--no-probes", action="store_true")
+    parser.add_argument("--no-hostcached", action="store_true", help="skip the mappable-primary-buffers probes")
     parser.add_argument("--allow-software-adapter", action="store_true")
     args = parser.parse_args(argv)
     ok = True
@@ -377,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         emit({**record, "kernel": args.kernel, **env})
     if not args.no_probes:
         for record in probes(args.allow_software_adapter, 4 * args.n // 256 * 256, args.reps,
-                             [int(c) for c in args.chunks.split(",")]):
+                             [int(c) for c in args.chunks.split(",")], args.no_hostcached):
             ok &= record["checked"]
             emit({**record, **env})
     return 0 if ok else 1

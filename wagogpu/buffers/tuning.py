@@ -51,7 +51,9 @@ class TransferTuning:
         made of up to this many pieces, each copied and mapped in its own submission: a copy-back
         publishes piece k into guest memory (keeping the guest's earlier bytes until the read
         cannot fail any more, so a failure still publishes nothing) while piece k+1 crosses PCIe;
-        a readback into the CPU copy fills it piece by piece the same way. 1: one piece.
+        a readback into the CPU copy fills it piece by piece the same way. Default 1 (one piece):
+        on the H200 host each further piece cost 0.4-0.6 ms more than it overlapped, in plain
+        wgpu-py as here (40 MB: 3.70 ms copy-back with one piece, 6.29 with 8; BENCHMARKS.md).
     readback_piece_min_bytes: no piece is smaller than this (each costs a submission and a map).
     quarantine_readback_seconds: when the runtime is quarantined, how long it may wait for the work
         a timeout left on the device and then read every instance's committed GPU-only buffers back
@@ -64,7 +66,7 @@ class TransferTuning:
     in_place_outputs: bool = True
     set_copy_threads: tuple[int, int] = (4, 4)
     readahead: bool = True
-    readback_pieces: int = 4
+    readback_pieces: int = 1
     readback_piece_min_bytes: int = 2 * MIB
     quarantine_readback_seconds: float = 1.0
 
