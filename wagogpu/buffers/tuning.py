@@ -53,7 +53,8 @@ class TransferTuning:
         cannot fail any more, so a failure still publishes nothing) while piece k+1 crosses PCIe;
         a readback into the CPU copy fills it piece by piece the same way. Default 1 (one piece):
         on the H200 host each further piece cost 0.4-0.6 ms more than it overlapped, in plain
-        wgpu-py as here (40 MB: 3.70 ms copy-back with one piece, 6.29 with 8; BENCHMARKS.md).
+        wgpu-py as here (40 MB: 3.70 ms copy-back with one piece, 6.29 with 8): smaller mappings
+        read out at a third of a 40 MB one's speed (BENCHMARKS.md).
     readback_piece_min_bytes: no piece is smaller than this (each costs a submission and a map).
     quarantine_readback_seconds: when the runtime is quarantined, how long it may wait for the work
         a timeout left on the device and then read every instance's committed GPU-only buffers back
