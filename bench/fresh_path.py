@@ -47,6 +47,8 @@ VARIANTS: list[tuple[str, TransferTuning, bool]] = [
     ("set_threads_8_8", TransferTuning(set_copy_threads=(8, 8)), False),
     ("from_4_mib", TransferTuning(prestage_min_bytes=4 << 20, park_min_bytes=4 << 20), False),
     ("copy_threads_x2", TransferTuning(), True),
+    ("readback_pieces_4", TransferTuning(readback_pieces=4), False),
+    ("readback_pieces_8", TransferTuning(readback_pieces=8), False),
     ("none_of_them", TransferTuning(prestage_min_bytes=OFF, park_min_bytes=OFF, in_place_outputs=False), False),
 ]
 

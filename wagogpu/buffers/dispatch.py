@@ -334,10 +334,10 @@ class Dispatcher:
         place get their committed contents back from the parking (a failure here quarantines,
         which copies the parking into the CPU copy instead)."""
         for buf, (staging, _size) in tx.held_aside.values():
-            words = view_at(staging.mapped, buf.gpu_bytes).view(np.uint32)
             assert buf.gpu is not None  # it was written in place
             try:
-                self.res.live.write(buf.gpu, 0, words)
+                for offset, address, n in staging.segments:  # (each piece of the parking)
+                    self.res.live.write(buf.gpu, offset, view_at(address, n).view(np.uint32))
             except DeviceFailure as exc:
                 self.res.quarantine(f"restoring an output written in place failed: {exc}")
                 break

@@ -19,6 +19,7 @@ from ..gpu.probe import loop_budget
 from ..memcopy import copy_bytes, copy_many
 from .budget import RuntimeBudget
 from .convert import words_to_stored
+from .copyout import GuestPublish, HostScratch, copy_range
 from .eviction import Held
 from .quarantine import QuarantineLatch
 from .pending import PendingWork
@@ -45,6 +46,7 @@ class Residency:
         # Measured when the device opened (once per adapter in the process): see gpu/probe.py.
         self.loop_limits: LoopLimits | None = device.loop_limits if device is not None else None
         self.pending = PendingWork(self, pipeline)  # pipelined dispatches not yet confirmed
+        self.backup = HostScratch()  # a pieced copy-back keeps the guest's bytes here until it cannot fail
 
     def loop_budget(self, loops: int, ceiling: int) -> int:
         """Loop-head passes one invocation of a kernel with ``loops`` loops may make here: the
@@ -175,27 +177,43 @@ class Residency:
     def materialize(self, inst: InstanceBuffers, buf: Buffer) -> None:
         """Copy a valid parked readback into the CPU copy: the buffer is CPU-current again."""
         assert buf.parked is not None
-        copy_bytes(inst.cpu_address(buf), buf.parked[0].mapped, buf.nbytes)
+        copy_range(inst.cpu_address(buf), buf.parked[0], 0, buf.nbytes)
         buf.record.mark_cpu_current()
 
-    def copy_source(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
-                    op: BufferOperation) -> tuple[Status, int]:
-        """(status, address) of buf's current bytes for a copy-back: the CPU copy, or a parked
-        readback (a big buffer whose CPU copy is stale is read back and parked, not copied in)."""
+    def copy_back(self, inst: InstanceBuffers, buf: Buffer, guest: int, skip: int, nbytes: int, deadline: float,
+                  counters: TransferCounters, op: BufferOperation) -> Status:
+        """A copy-back's move: bytes [skip, skip+nbytes) of buf's current contents to guest memory
+        at ``guest``, from the CPU copy or a parked readback; a big buffer whose CPU copy is stale
+        is read back and parked, and published to the guest piece by piece as its pieces arrive
+        (copyout.GuestPublish: a failure puts the guest's bytes back). Past ``deadline`` before
+        anything was published: CANCELLED, and the guest's memory is untouched."""
         if self.pending and not buf.record.flags & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
-                return status, 0
+                return status
         flags = buf.record.flags
         if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
             if buf.parked_valid():
-                return Status.OK, buf.parked[0].mapped
+                if time.perf_counter() >= deadline:
+                    return Status.CANCELLED
+                copy_range(guest, buf.parked[0], skip, nbytes)
+                return Status.OK
             self.unpark(inst, buf)
         if flags & (acc.CPU_CURRENT | acc.LOST) or not buf.raw or buf.gpu_bytes < self.tuning.park_min_bytes:
             status = self.make_cpu_current(inst, buf, deadline, counters, op)
-            return status, inst.cpu_address(buf) if status == Status.OK else 0
-        status = self._readback(inst, buf, deadline, counters, op, park=True)
-        return status, buf.parked[0].mapped if status == Status.OK and buf.parked is not None else 0
+            if status:
+                return status
+            if time.perf_counter() >= deadline:
+                return Status.CANCELLED
+            copy_bytes(guest, inst.cpu_address(buf) + skip, nbytes)
+            return Status.OK
+        sink = GuestPublish(guest, skip, nbytes, deadline, self.backup)
+        status = self._readback(inst, buf, deadline, counters, op, park=True, sink=sink)
+        if status:
+            return status
+        if sink.cancelled:
+            return Status.CANCELLED
+        return Status.OK
 
     # -- CPU side -----------------------------------------------------------------------------
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
@@ -231,8 +249,9 @@ class Residency:
             d.staging = None
         if not inst.reserve(size):
             return Status.LIMIT_EXCEEDED
+        tuning = self.tuning
         try:
-            staging = self.live.create_staging(size)
+            staging = self.live.create_staging(size, tuning.readback_pieces, tuning.readback_piece_min_bytes)
         except DeviceAllocationError:
             inst.release(size)
             return Status.DEVICE_ERROR
@@ -241,8 +260,9 @@ class Residency:
         return Status.OK
 
     def _readback(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
-                  op: BufferOperation | None, park: bool) -> Status:
-        """docs/design/abi.md §4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as buf.parked."""
+                  op: BufferOperation | None, park: bool, sink: GuestPublish | None = None) -> Status:
+        """docs/design/abi.md §4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as
+        buf.parked, each piece also handed to ``sink`` as it arrives (undone if the read fails)."""
         self.check_loss()
         if not self.usable or buf.gpu is None:
             self.quarantine(self.quarantine_reason or "no usable device holds the current contents")
@@ -261,10 +281,12 @@ class Residency:
         direct = inst.cpu_bytes(buf).view("<u4") if buf.raw and not park else None
         try:
             if park:
-                dev.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0))
+                dev.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), sink)
             else:
                 words = dev.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), out=direct)
         except DeviceFailure as exc:
+            if sink is not None:
+                sink.undo()  # nothing of a failed copy-back stays in guest memory
             return self._readback_failed(inst, buf, exc, deadline, op)
         t1 = time.perf_counter()
         if park:

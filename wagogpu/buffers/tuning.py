@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..errors import ConfigError
 from ..gpu import DeviceTuning
 
 if TYPE_CHECKING:  # pragma: no cover  (type-only: GpuDevice loads wgpu)
@@ -46,6 +47,15 @@ class TransferTuning:
     set_copy_threads: threads for a prestaged set's two copies (into the CPU copy, into the stage);
         on the H200 host at 40 MB 4 + 4 took 2.54-2.78 ms, 8 + 8 2.76, 6 + 2 3.51.
     readahead: ask the device for read-ahead copies of outputs the guest read back last time.
+    readback_pieces: a readback of at least two readback_piece_min_bytes goes through a staging
+        made of up to this many pieces, each copied and mapped in its own submission: a copy-back
+        publishes piece k into guest memory (keeping the guest's earlier bytes until the read
+        cannot fail any more, so a failure still publishes nothing) while piece k+1 crosses PCIe;
+        a readback into the CPU copy fills it piece by piece the same way. Default 1 (one piece):
+        on the H200 host each further piece cost 0.4-0.6 ms more than it overlapped, in plain
+        wgpu-py as here (40 MB: 3.70 ms copy-back with one piece, 6.29 with 8): smaller mappings
+        read out at a third of a 40 MB one's speed (BENCHMARKS.md).
+    readback_piece_min_bytes: no piece is smaller than this (each costs a submission and a map).
     quarantine_readback_seconds: when the runtime is quarantined, how long it may wait for the work
         a timeout left on the device and then read every instance's committed GPU-only buffers back
         into their CPU copies; what cannot be read by then is CONTENTS_LOST (buffers/quarantine.py).
@@ -57,20 +67,34 @@ class TransferTuning:
     in_place_outputs: bool = True
     set_copy_threads: tuple[int, int] = (4, 4)
     readahead: bool = True
+    readback_pieces: int = 1
+    readback_piece_min_bytes: int = 2 * MIB
     quarantine_readback_seconds: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("prestage_min_bytes", "park_min_bytes"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError(f"TransferTuning.{name}: expected a non-negative integer, got {value!r}")
+            if value is not None and not _is_int(value, 0):
+                raise ConfigError(f"TransferTuning.{name}", f"expected a non-negative integer, got {value!r}")
+        for name, least in (("readback_pieces", 1), ("readback_piece_min_bytes", 4)):
+            value = getattr(self, name)
+            if not _is_int(value, least):
+                raise ConfigError(f"TransferTuning.{name}", f"expected an integer of at least {least}, got {value!r}")
+        for name in ("in_place_outputs", "readahead"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"TransferTuning.{name}", f"expected a bool, got {getattr(self, name)!r}")
         seconds = self.quarantine_readback_seconds
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
-            raise ValueError(f"TransferTuning.quarantine_readback_seconds: expected a non-negative number of "
-                             f"seconds, got {seconds!r}")
+            raise ConfigError("TransferTuning.quarantine_readback_seconds",
+                              f"expected a non-negative number of seconds, got {seconds!r}")
         threads = self.set_copy_threads
-        if len(threads) != 2 or not all(isinstance(t, int) and t >= 1 for t in threads):
-            raise ValueError(f"TransferTuning.set_copy_threads: expected two positive integers, got {threads!r}")
+        if not isinstance(threads, tuple) or len(threads) != 2 or not all(_is_int(t, 1) for t in threads):
+            raise ConfigError("TransferTuning.set_copy_threads", f"expected two positive integers, got {threads!r}")
+
+
+def _is_int(value: object, least: int) -> bool:
+    """An int (not a bool) of at least ``least``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 @dataclass(frozen=True)
@@ -83,13 +107,16 @@ class ResolvedTuning:
     set_copy_threads: tuple[int, int]
     readahead_max_bytes: int  # 0: never ask for a read-ahead
     quarantine_readback_seconds: float
+    readback_pieces: int = 1
+    readback_piece_min_bytes: int = 2 * MIB
 
     @classmethod
     def resolve(cls, tuning: TransferTuning, device: GpuDevice | None) -> ResolvedTuning:
         limit = device_readahead_max_bytes(device) if device is not None else 0
         park = tuning.park_min_bytes if tuning.park_min_bytes is not None else limit + 4
         return cls(tuning.prestage_min_bytes, park, tuning.in_place_outputs, tuning.set_copy_threads,
-                   limit if tuning.readahead else 0, tuning.quarantine_readback_seconds)
+                   limit if tuning.readahead else 0, tuning.quarantine_readback_seconds,
+                   tuning.readback_pieces, tuning.readback_piece_min_bytes)
 
 
 @dataclass(frozen=True)
@@ -113,10 +140,10 @@ class PipelineTuning:
         for name in ("max_dispatches", "max_bytes", "submit_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"PipelineTuning.{name}: expected a positive integer, got {value!r}")
+                raise ConfigError(f"PipelineTuning.{name}", f"expected a positive integer, got {value!r}")
         seconds = self.max_seconds
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-            raise ValueError(f"PipelineTuning.max_seconds: expected positive seconds, got {seconds!r}")
+            raise ConfigError("PipelineTuning.max_seconds", f"expected positive seconds, got {seconds!r}")
 
 
 @dataclass(frozen=True)
@@ -133,4 +160,4 @@ class HostTuning:
         for name, kind in (("transfer", TransferTuning), ("pipeline", PipelineTuning), ("device", DeviceTuning)):
             value = getattr(self, name)
             if not isinstance(value, kind):
-                raise ValueError(f"HostTuning.{name}: expected a {kind.__name__}, got {type(value).__name__}")
+                raise ConfigError(f"HostTuning.{name}", f"expected a {kind.__name__}, got {type(value).__name__}")

@@ -16,7 +16,8 @@ from .adapters import AdapterChoice, AdapterInfo, BackendName, list_adapters
 from .errors import (AdapterNotFound, DeviceAllocationError, DeviceFailure, FailureStage, GpuError, GpuUnavailable,
                      PipelineError)
 from .faults import STAGES, FaultInjector
-from .handles import BufferHandle, BufferKind, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, UploadStage
+from .handles import (BufferHandle, BufferKind, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, PieceSink,
+                      UploadStage)
 from .tuning import DeviceTuning
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "ExecutePlan", "ExecuteResult", "FaultInjector", "list_adapters",
     "BufferHandle", "ComputePipeline", "DeviceStats", "GpuError", "STAGES", "UploadStage",
     "AdapterChoice", "AdapterNotFound", "BackendName", "BufferKind", "DeviceTuning", "FailureStage",
+    "PieceSink",
 ]
 
 

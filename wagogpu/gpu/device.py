@@ -27,7 +27,8 @@ from .core import DeviceCore
 from .errors import GpuUnavailable, PipelineError
 from .execute import Executor
 from .faults import FaultInjector
-from .handles import BufferHandle, BufferKind, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, UploadStage
+from .handles import (BufferHandle, BufferKind, ComputePipeline, DeviceStats, ExecutePlan, ExecuteResult, PieceSink,
+                      UploadStage)
 from .pipelines import Pipelines
 from .pool import BufferPool
 from .probe import probed_limits
@@ -120,10 +121,12 @@ class GpuDevice:
         with self._core.lock:
             return self._buffers.create(BufferKind.UNIFORM, nbytes)
 
-    def create_staging(self, nbytes: int) -> BufferHandle:
-        """A MAP_READ | COPY_DST readback buffer; the host keeps and reuses it."""
+    def create_staging(self, nbytes: int, pieces: int = 1, piece_min: int = 1 << 20) -> BufferHandle:
+        """A MAP_READ | COPY_DST readback buffer; the host keeps and reuses it. With ``pieces`` > 1
+        it is up to that many buffers of at least ``piece_min`` bytes (BufferHandle.pieces): a read
+        through it is a pipeline, each piece read out while the next crosses PCIe."""
         with self._core.lock:
-            return self._buffers.create(BufferKind.STAGING, nbytes)
+            return self._buffers.create(BufferKind.STAGING, nbytes, pieces, piece_min)
 
     def release(self, handle: BufferHandle | ComputePipeline) -> None:
         """Free a buffer (or a pipeline) now; idempotent, and a no-op after close()."""
@@ -211,11 +214,13 @@ class GpuDevice:
         in place.  On an unmap failure after the copy the DeviceFailure carries the data."""
         return self._readback.read(src, staging, nbytes, timeout, out)
 
-    def read_mapped(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float) -> int:
+    def read_mapped(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
+                    sink: PieceSink | None = None) -> int:
         """Read like read(), but leave the words in ``staging``, mapped: returns their host address
-        (also ``staging.mapped``), valid until unmap(staging), release(staging) or the next read
-        through it."""
-        return self._readback.read_mapped(src, staging, nbytes, timeout)
+        (also ``staging.mapped``; ``staging.segments`` per piece of a pieced staging), valid until
+        unmap(staging), release(staging) or the next read through it. ``sink`` hears of each
+        piece as soon as it is mapped (PieceSink)."""
+        return self._readback.read_mapped(src, staging, nbytes, timeout, sink)
 
     def unmap(self, staging: BufferHandle) -> None:
         """End the mapping read_mapped() left on ``staging`` (no-op when there is none)."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["BufferKind", "BufferHandle", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats",
+__all__ = ["BufferKind", "BufferHandle", "PieceSink", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats",
            "UploadStage"]
 
 
@@ -32,17 +32,27 @@ class BufferHandle:
     otherwise); it stays valid until unmap(), release() or the next read through it.
     ``_ptr`` is the backend's buffer object (None once released), ``_native`` its registration
     in the device's NativeSet.
+
+    A staging buffer made in pieces (create_staging(nbytes, pieces=k)) is k device buffers, one
+    per consecutive byte range: a read copies and maps each in its own submission, so the first
+    pieces can be read out while the later ones are still crossing PCIe. ``pieces`` lists
+    (offset, bytes, native) for every piece (the first is ``_native``); ``segments`` lists
+    (offset, host address, bytes) of each piece read_mapped() left mapped: the mapped words are
+    contiguous per piece only, so a reader of a pieced staging goes by ``segments``.
     """
 
-    __slots__ = ("id", "kind", "nbytes", "_ptr", "_native", "mapped", "__weakref__")
+    __slots__ = ("id", "kind", "nbytes", "_ptr", "_native", "mapped", "pieces", "segments", "__weakref__")
 
-    def __init__(self, id: int, kind: BufferKind, nbytes: int, native: Any) -> None:
+    def __init__(self, id: int, kind: BufferKind, nbytes: int, native: Any,
+                 pieces: tuple[tuple[int, int, Any], ...] = ()) -> None:
         self.id = id
         self.kind = kind
         self.nbytes = nbytes
         self._native = native
         self._ptr = native.obj
         self.mapped = 0
+        self.pieces = pieces or ((0, nbytes, native),)
+        self.segments: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def released(self) -> bool:
@@ -51,6 +61,22 @@ class BufferHandle:
     def __repr__(self) -> str:
         state = " released" if self._ptr is None else ""
         return f"<BufferHandle {self.id} {self.kind} {self.nbytes} B{state}>"
+
+
+class PieceSink(Protocol):
+    """Who hears of a read_mapped() through a pieced staging, piece by piece, in order.
+
+    ``submitted(pieces)`` comes once, after every piece's copy was submitted and before the first
+    wait, with each piece's (offset, bytes) (the caller may prepare the first piece's destination
+    while it crosses PCIe); ``piece()``
+    comes for each piece as soon as it is mapped, with its offset in the source, its host address
+    and bytes. ``final`` is True once every later piece is mapped as well: from there on the read
+    cannot fail. A read that fails after some ``piece()`` calls raises DeviceFailure, and the
+    sink must undo whatever it published from those pieces."""
+
+    def submitted(self, pieces: Sequence[tuple[int, int]]) -> None: ...
+
+    def piece(self, offset: int, address: int, nbytes: int, final: bool) -> None: ...
 
 
 class ComputePipeline:

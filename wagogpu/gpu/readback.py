@@ -21,10 +21,13 @@ from ..memcopy import copy_bytes
 from .backend import CELL_OK, BackendError, MapCell
 from .core import DeviceCore
 from .errors import DeviceFailure, FailureStage
-from .handles import BufferHandle, BufferKind, ExecutePlan
+from .handles import BufferHandle, BufferKind, ExecutePlan, PieceSink
 from .pool import BufferPool, PooledBuffer, PoolKind
 
 __all__ = ["Readback"]
+
+#: One piece of a read in flight: (offset in the source, bytes, the buffer it lands in, its map).
+_Part = tuple[int, int, Any, MapCell]
 
 
 
@@ -137,19 +140,23 @@ class Readback:
              out: np.ndarray | None = None) -> np.ndarray:
         """Copy ``nbytes`` of ``src`` through the caller's ``staging`` buffer into a uint32 array:
         a fresh one, or ``out`` (a writable C-contiguous array of exactly ``nbytes`` bytes) filled
-        in place.  On an unmap failure after the copy the DeviceFailure carries the data."""
-        words: np.ndarray = self._read(src, staging, nbytes, timeout, out, False)
+        in place.  On an unmap failure after the copy the DeviceFailure carries the data.  Through
+        a pieced staging each piece is copied out as soon as it is mapped; on a failure ``out``
+        may hold some pieces (it is the caller's private array: nothing is published)."""
+        words: np.ndarray = self._read(src, staging, nbytes, timeout, out, False, None)
         return words
 
-    def read_mapped(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float) -> int:
+    def read_mapped(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
+                    sink: PieceSink | None = None) -> int:
         """Read like read(), but leave the words in ``staging``, mapped: returns their host address
-        (also ``staging.mapped``), valid until unmap(staging), release(staging) or the next read
-        through it."""
-        address: int = self._read(src, staging, nbytes, timeout, None, True)
+        (also ``staging.mapped``; ``staging.segments`` per piece), valid until unmap(staging),
+        release(staging) or the next read through it.  ``sink`` hears of each piece as it maps
+        (see PieceSink); if the read fails, every piece is unmapped again."""
+        address: int = self._read(src, staging, nbytes, timeout, None, True, sink)
         return address
 
     def _read(self, src: BufferHandle, staging: BufferHandle, nbytes: int, timeout: float,
-              out: np.ndarray | None, keep: bool) -> Any:
+              out: np.ndarray | None, keep: bool, sink: PieceSink | None) -> Any:
         core = self._core
         deadline = time.perf_counter() + timeout
         nbytes = int(nbytes)
@@ -166,62 +173,69 @@ class Readback:
             if faults is not None and faults.hit(FailureStage.SUBMIT):
                 raise DeviceFailure(FailureStage.SUBMIT, "injected submission failure", False)
             if staging.mapped:
-                core.backend.unmap(staging._ptr)
-                staging.mapped = 0
+                self._unmap_pieces(staging)
             core.submit_pending()  # its read-ahead copies and the work this read must follow
             ahead = self._take_copy(src, nbytes, keep) if self.copies else None
+            parts: list[_Part]
             if ahead is not None:
-                buf, cell = ahead.obj, ahead.cell
+                assert ahead.cell is not None  # (_take_copy hands out resolved copies only)
+                parts = [(0, nbytes, ahead.obj, ahead.cell)]
                 ahead.cell = None
             else:
-                buf, cell = staging._ptr, self._submit_copy(src, staging, nbytes)
+                parts = self._submit_copies(src, staging, nbytes)
         finally:
             core.lock.release()
-        assert cell is not None
-        return self._finish(staging, nbytes, deadline, buf, cell, out, ahead, keep)
+        return self._finish(staging, nbytes, deadline, parts, out, ahead, keep, sink)
 
-    def _submit_copy(self, src: BufferHandle, staging: BufferHandle, nbytes: int) -> MapCell:
-        """Record and submit the copy into the staging buffer, then map it (lock held)."""
+    def _submit_copies(self, src: BufferHandle, staging: BufferHandle, nbytes: int) -> list[_Part]:
+        """Record and submit the copy into each piece of the staging buffer (a submission each, so
+        that each map resolves when its own copy is done), then map it (lock held)."""
         core = self._core
         backend = core.backend
         del core.flags.errors[:]
-        enc = backend.encoder()
-        backend.copy(enc, src._ptr, 0, staging._ptr, 0, nbytes)
-        backend.submit(enc)
-        cell = backend.map(staging._ptr, False, 0, nbytes)
+        parts: list[_Part] = []
+        for offset, size, native in staging.pieces:
+            n = min(size, nbytes - offset)
+            if n <= 0:
+                break
+            enc = backend.encoder()
+            backend.copy(enc, src._ptr, offset, native.obj, 0, n)
+            backend.submit(enc)
+            parts.append((offset, n, native.obj, backend.map(native.obj, False, 0, n)))
         if core.flags.errors:
             raise DeviceFailure(FailureStage.SUBMIT, core.take_error() or "", True)
-        return cell
+        return parts
 
-    def _finish(self, staging: BufferHandle, nbytes: int, deadline: float, buf: Any, cell: MapCell,
-                out: np.ndarray | None, ahead: PooledBuffer | None, keep: bool) -> Any:
-        """Wait for the map, copy the words out and unmap (or leave them mapped with ``keep``)."""
+    def _finish(self, staging: BufferHandle, nbytes: int, deadline: float, parts: list[_Part],
+                out: np.ndarray | None, ahead: PooledBuffer | None, keep: bool, sink: PieceSink | None) -> Any:
+        """Wait for each piece's map in turn, copy its words out and unmap it (or leave them mapped
+        with ``keep``, telling ``sink``)."""
         core = self._core
         faults = core.faults
         unmap_err: str | None = None
+        if out is None and not keep:
+            out = np.empty(nbytes // 4, dtype=np.uint32)
         try:
+            if sink is not None:
+                sink.submitted([(offset, n) for offset, n, *_ in parts])
             if faults is not None and faults.hit(FailureStage.TIMEOUT):
-                core.left_unfinished((cell,))
+                core.left_unfinished([cell for *_, cell in parts])
                 raise DeviceFailure(FailureStage.TIMEOUT, "injected: the readback wait exceeded its deadline",
                                     True, True)
-            core.wait(deadline, (cell,), "the readback")
-            if faults is not None and faults.hit(FailureStage.LOST):
-                raise core.lose("injected: the device reports loss")
+            segments = self._pieces_out(parts, deadline, out, keep, sink)
+            if keep:
+                staging.segments = tuple(segments)
+                staging.mapped = segments[0][1]
+                return staging.mapped
             with core.lock:
-                address = self._mapped(buf, cell, nbytes)
-                if keep:
-                    staging.mapped = address
-                    return address
-                if out is None:
-                    out = np.empty(nbytes // 4, dtype=np.uint32)
-                copy_bytes(out.__array_interface__["data"][0], address, nbytes, core.tuning.read_copy_threads)
                 errors = core.flags.errors
                 del errors[:]
-                core.backend.unmap(buf)
+                for _offset, _n, buf, _cell in parts:
+                    core.backend.unmap(buf)
                 if errors:
                     unmap_err = core.take_error()
         except DeviceFailure:
-            self._settle(buf, cell, deadline, ahead)
+            self._settle(parts, deadline, ahead)
             raise
         if faults is not None and faults.hit(FailureStage.UNMAP):
             unmap_err = unmap_err or "injected unmap failure"
@@ -231,6 +245,37 @@ class Readback:
         if unmap_err is not None:
             raise DeviceFailure(FailureStage.UNMAP, unmap_err, True, data=out)
         return out
+
+    def _pieces_out(self, parts: list[_Part], deadline: float, out: np.ndarray | None, keep: bool,
+                    sink: PieceSink | None) -> list[tuple[int, int, int]]:
+        """(offset, address, bytes) of every piece, each copied into ``out`` and handed to ``sink``
+        as it maps. Once every later map has resolved too, all their addresses are taken first and
+        the rest is handed on in the same hold of the lock (close() cannot come between): from
+        there on nothing can fail, and ``sink`` is told so (``final``)."""
+        core = self._core
+        faults = core.faults
+        threads = core.tuning.read_copy_threads
+        segments: list[tuple[int, int, int]] = []
+        dst = out.__array_interface__["data"][0] if out is not None else 0
+        for i, (offset, n, buf, cell) in enumerate(parts):
+            core.wait(deadline, (cell,), "the readback")
+            if i == 0 and faults is not None and faults.hit(FailureStage.LOST):
+                raise core.lose("injected: the device reports loss")
+            with core.lock:
+                segments.append((offset, self._mapped(buf, cell, n), n))
+                # (the wait's last poll saw them; with a fault injector every piece waits its turn,
+                # as behind a slow link, so that a test can fail piece k after pieces < k went out)
+                final = i == len(parts) - 1 if faults is not None else all(c.status for *_, c in parts[i + 1:])
+                if final:
+                    segments += [(o, self._mapped(b, c, m), m) for o, m, b, c in parts[i + 1:]]
+                for offset_j, address, n_j in segments[i:]:
+                    if out is not None:
+                        copy_bytes(dst + offset_j, address, n_j, threads)
+                    if sink is not None:
+                        sink.piece(offset_j, address, n_j, final)
+            if final:
+                break
+        return segments
 
     def _mapped(self, buf: Any, cell: MapCell, nbytes: int) -> int:
         """The host address of the resolved map (lock held); DeviceFailure "map" otherwise."""
@@ -245,25 +290,34 @@ class Readback:
             raise DeviceFailure(FailureStage.MAP, "the mapped range is not available", True)
         return address
 
-    def _settle(self, buf: Any, cell: MapCell, deadline: float, ahead: PooledBuffer | None) -> None:
+    def _settle(self, parts: list[_Part], deadline: float, ahead: PooledBuffer | None) -> None:
         """After a failed read: unmap what did map (within the deadline); a copy is freed."""
         core = self._core
         try:
-            core.wait(deadline, (cell,), "the readback cleanup")
+            core.wait(deadline, [cell for *_, cell in parts], "the readback cleanup")
         except DeviceFailure:
             pass
         with core.lock:
             if core.closed:
                 return
-            if cell.status == CELL_OK:
-                core.backend.unmap(buf)
+            for _offset, _n, buf, cell in parts:
+                if cell.status == CELL_OK:
+                    core.backend.unmap(buf)
             del core.flags.errors[:]
             if ahead is not None:
                 self._pool.free(ahead)
+
+    def _unmap_pieces(self, staging: BufferHandle) -> None:
+        """Unmap every piece of a staging buffer read_mapped() left mapped (lock held)."""
+        for _offset, _n, native in staging.pieces[:max(1, len(staging.segments))]:  # (those mapped)
+            self._core.backend.unmap(native.obj)
+        staging.mapped = 0
+        staging.segments = ()
 
     def unmap(self, staging: BufferHandle) -> None:
         """End the mapping read_mapped() left on ``staging`` (no-op when there is none)."""
         with self._core.lock:
             if staging.mapped and staging._ptr is not None and not self._core.closed:
-                self._core.backend.unmap(staging._ptr)
+                self._unmap_pieces(staging)
             staging.mapped = 0
+            staging.segments = ()

@@ -11,6 +11,7 @@ Called under the device lock.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from .backend import BackendError, Usage
 from .core import DeviceCore
@@ -18,7 +19,19 @@ from .errors import DeviceAllocationError, FailureStage
 from .handles import BufferHandle, BufferKind
 from .pool import BufferPool, PooledBuffer, PoolKind
 
-__all__ = ["BufferTable"]
+__all__ = ["BufferTable", "piece_ranges"]
+
+#: Piece boundaries fall on multiples of this (copy offsets need 4; 256 keeps the host copies'
+#: pieces aligned).
+_PIECE_ALIGN = 256
+
+
+def piece_ranges(nbytes: int, pieces: int, piece_min: int) -> list[tuple[int, int]]:
+    """(offset, bytes) of each piece of an ``nbytes`` staging split in at most ``pieces`` pieces of
+    at least ``piece_min`` bytes (a smaller piece costs a submission for little overlap)."""
+    parts = max(1, min(pieces, nbytes // max(1, piece_min)))
+    step = ((nbytes + parts - 1) // parts + _PIECE_ALIGN - 1) // _PIECE_ALIGN * _PIECE_ALIGN
+    return [(offset, min(step, nbytes - offset)) for offset in range(0, nbytes, step)]
 
 _USAGE = {BufferKind.STORAGE: Usage.STORAGE, BufferKind.UNIFORM: Usage.UNIFORM, BufferKind.STAGING: Usage.READBACK}
 #: The device limit that bounds each kind's size.
@@ -40,7 +53,9 @@ class BufferTable:
         self.live_bytes = 0
         self.allocations = 0
 
-    def create(self, kind: BufferKind, nbytes: int) -> BufferHandle:
+    def create(self, kind: BufferKind, nbytes: int, pieces: int = 1, piece_min: int = 1) -> BufferHandle:
+        """A buffer of ``kind``; a staging buffer with ``pieces`` > 1 is made of up to that many
+        device buffers of at least ``piece_min`` bytes each (BufferHandle.pieces)."""
         core = self._core
         size = self._checked_size(kind, nbytes)
         if core.closed or core.flags.lost:
@@ -48,19 +63,30 @@ class BufferTable:
                                         f"{'closed' if core.closed else 'lost'}", size)
         if core.hit(FailureStage.ALLOC):
             raise DeviceAllocationError(f"injected allocation failure ({kind}, {nbytes} bytes)", size)
-        recycled = self._pool.take(PoolKind.READBACK, size, exact=True) if kind is BufferKind.STAGING else None
-        if recycled is not None:
-            native = self._pool.adopt(recycled)
-        else:
-            try:
-                native = core.backend.create_buffer(size, _USAGE[kind])
-            except BackendError as exc:
-                raise DeviceAllocationError(f"{kind} buffer of {nbytes} bytes: {exc}", size) from None
-            self.allocations += 1
-        handle = BufferHandle(core.new_id(), kind, size, native)
+        made: list[tuple[int, int, Any]] = []
+        try:
+            for offset, n in piece_ranges(size, pieces if kind is BufferKind.STAGING else 1, piece_min):
+                made.append((offset, n, self._native(kind, n)))
+        except DeviceAllocationError:
+            for _offset, n, native in made:
+                self._pool.give(PooledBuffer(native, n, PoolKind.READBACK))
+            raise
+        handle = BufferHandle(core.new_id(), kind, size, made[0][2], tuple(made) if len(made) > 1 else ())
         self._handles[handle.id] = handle
         self.live_bytes += size
         return handle
+
+    def _native(self, kind: BufferKind, size: int) -> Any:
+        """One device buffer: a pooled staging of exactly this size, or a new one."""
+        recycled = self._pool.take(PoolKind.READBACK, size, exact=True) if kind is BufferKind.STAGING else None
+        if recycled is not None:
+            return self._pool.adopt(recycled)
+        try:
+            native = self._core.backend.create_buffer(size, _USAGE[kind])
+        except BackendError as exc:
+            raise DeviceAllocationError(f"{kind} buffer of {size} bytes: {exc}", size) from None
+        self.allocations += 1
+        return native
 
     def _checked_size(self, kind: BufferKind, nbytes: int) -> int:
         try:
@@ -80,16 +106,19 @@ class BufferTable:
         The caller has dropped whatever else refers to it; a staging buffer is unmapped and pooled."""
         handle._ptr = None
         mapped, handle.mapped = handle.mapped, 0
+        segments, handle.segments = handle.segments, ()
         if self._handles.pop(handle.id, None) is None or self._core.closed:
             return False
         self.live_bytes -= handle.nbytes
-        native = handle._native
         if handle.kind is BufferKind.STAGING and not self._core.flags.lost:
-            if mapped:
-                self._core.backend.unmap(native.obj)
-            self._pool.give(PooledBuffer(native, handle.nbytes, PoolKind.READBACK))
+            if mapped:  # the pieces read_mapped mapped (all those the read covered)
+                for _offset, _n, native in handle.pieces[:max(1, len(segments))]:
+                    self._core.backend.unmap(native.obj)
+            for _offset, n, native in handle.pieces:
+                self._pool.give(PooledBuffer(native, n, PoolKind.READBACK))
         else:
-            self._core.natives.release(native)
+            for _offset, _n, native in handle.pieces:
+                self._core.natives.release(native)
         return True
 
     @property
@@ -104,5 +133,6 @@ class BufferTable:
         for handle in self._handles.values():
             handle._ptr = None
             handle.mapped = 0
+            handle.segments = ()
         self._handles.clear()
         self.live_bytes = 0

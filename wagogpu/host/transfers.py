@@ -106,36 +106,39 @@ class TransferImports(ImportGroup):
         inst = self.buffers
         op = call.op
         full_set = direction.is_set and offset == 0 and count == buf.length
-        source = 0
-        if direction.is_set and not full_set:
-            status = res.make_cpu_current(inst, buf, call.deadline, op, op)
-        elif not direction.is_set:
-            # The CPU copy, or a big buffer's readback left parked in its mapped staging.
-            status, source = res.copy_source(inst, buf, call.deadline, op, op)
-        else:
-            status = Status.OK
+        nbytes = count * buf.stored_bytes
+        skip = offset * buf.stored_bytes
+        if not direction.is_set:
+            return self._copy_back(call, buf, guest, skip, nbytes)
+        status = res.make_cpu_current(inst, buf, call.deadline, op, op) if not full_set else Status.OK
         if status:
             return self._finish(call, status)
         if call.cancelled():
             return self._finish(call, Status.CANCELLED)
         t0 = time.perf_counter()
-        nbytes = count * buf.stored_bytes
-        skip = offset * buf.stored_bytes
         if full_set:
             stage = res.set_copy(inst, buf, inst.cpu_address(buf), guest, nbytes)
             buf.record.note_cpu_write(0, count)
             res.keep_stage(buf, stage)
-        elif direction.is_set:
+        else:
             copy_bytes(inst.cpu_address(buf) + skip, guest, nbytes)
             buf.record.note_cpu_write(offset, offset + count)
-        else:
-            copy_bytes(guest, source + skip, nbytes)
-        if direction.is_set:
-            op.guest_set_bytes += nbytes
-            op.guest_set_count += 1
-        else:
-            op.guest_copy_bytes += nbytes
-            op.guest_copy_count += 1
+        op.guest_set_bytes += nbytes
+        op.guest_set_count += 1
         op.commit += time.perf_counter() - t0
+        return self._finish(call, Status.OK)
+
+    def _copy_back(self, call: ImportCall, buf: Buffer, guest: int, skip: int, nbytes: int) -> int:
+        """From the CPU copy, a parked readback, or a readback published to the guest piece by
+        piece (Residency.copy_back); its commit time is what the readback itself did not take."""
+        op = call.op
+        t0 = time.perf_counter()
+        read_s = op.download + op.conversion
+        status = self.ctx.residency.copy_back(self.buffers, buf, guest, skip, nbytes, call.deadline, op, op)
+        if status:
+            return self._finish(call, status)
+        op.guest_copy_bytes += nbytes
+        op.guest_copy_count += 1
+        op.commit += time.perf_counter() - t0 - (op.download + op.conversion - read_s)
         return self._finish(call, Status.OK)
 
