@@ -18,18 +18,20 @@ import wasmtime
 
 from ..buffers import Buffer, InstanceBuffers
 from ..compiler.contract import CompileError, KernelClass, KernelPlan
-from ..compiler.cpukernel import (BUFFER_MEMORY, F16_IMPORTS, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, STACK_POINTER,
-                                  CpuKernelModule, cpu_kernel_module)
+from ..compiler.cpukernel import (BUFFER_MEMORY, F16_IMPORTS, GUEST_MEMORY, IMPORT_MODULE, JOIN_EXPORT, RUN_EXPORT,
+                                  STACK_POINTER, WORK_EXPORT, CpuKernelModule, cpu_kernel_module)
 from ..config import KernelConfig
-from ._wasmtime import export_call
+from . import cputhreads
 from .context import RuntimeContext
-from .cputhreads import SHARED_PAGES, WorkerStores, cpu_thread_count, host_pool, pieces, run_piece, threaded
+from .cputhreads import (SHARED_PAGES, QueueCalls, Schedule, WorkerStores, chunk_size, cpu_thread_count, host_pool,
+                         mark, pieces, queue_calls, run_piece, thread_count, threaded)
 from .engine import first_line
 
 if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from .module import Module
 
 _ELIGIBLE = KernelClass.ELIGIBLE
+_EXPORTS = (RUN_EXPORT, WORK_EXPORT, JOIN_EXPORT)
 _TABLE_DTYPE = np.dtype("<u4")
 
 
@@ -84,14 +86,14 @@ class CpuKernelRunner:
         self._store = store
         self._accessor = accessor
         self._guest_memory = guest_memory
-        self._runs: dict[int, Callable[..., object]] = {}
+        self._runs: dict[int, QueueCalls] = {}
         self.threads = cpu_thread_count(ctx.config.cpu_threads)
         self._workers = WorkerStores(ctx.engine, accessor) \
             if isinstance(accessor, wasmtime.SharedMemory) and self.threads > 1 else None
         # A limit that can interrupt any run (limits' call_timeout, fuel): outputs are always kept to restore.
         self._interruptible = any(getattr(ctx.config, name, None) is not None for name in ("call_timeout", "fuel"))
 
-    def _run_call(self, kernel: CompiledCpuKernel) -> Callable[..., object]:
+    def _run_call(self, kernel: CompiledCpuKernel) -> QueueCalls:
         found = self._runs.get(kernel.record.kernel_id)
         if found is None:
             externs: list[object] = []
@@ -107,38 +109,53 @@ class CpuKernelRunner:
                 else:
                     externs.append(self._guest_global(kernel.record.stack_pointer))
             inst = wasmtime.Instance(self._store, kernel.compiled, externs)  # type: ignore[arg-type]
-            run = inst.exports(self._store)[RUN_EXPORT]
-            assert isinstance(run, wasmtime.Func)
-            found = self._runs[kernel.record.kernel_id] = export_call(run, self._store, RUN_EXPORT)
+            found = self._runs[kernel.record.kernel_id] = queue_calls(inst, self._store, *_EXPORTS)
         return found
 
     def run(self, kernel: CompiledCpuKernel, buffers: InstanceBuffers, bound: dict[int, Buffer],
             count: int) -> CpuRunResult:
         """Run the kernel over [0, count) with every bound buffer CPU-current; commit or restore."""
         rec = kernel.record
-        run = self._run_call(kernel)
+        calls = self._run_call(kernel)
         started = time.perf_counter()
+        mark("begin")
         write_table(buffers, rec, bound)
         saved = save_outputs(buffers, rec, bound, count) if rec.can_trap or self._interruptible else []
+        mark("staged")
         stack = self._guest_global(rec.stack_pointer) if rec.stack_pointer >= 0 else None
         stack_at = stack.value(self._store) if isinstance(stack, wasmtime.Global) else None
-        alone = rec.guest_memory >= 0 or rec.f16  # what only the guest's own store reaches
-        split = pieces(count, self.threads) if self._workers is not None and not alone else [(0, count)]
-        if len(split) == 1 or self._workers is None:
-            trapped = run_piece(run, 0, count)
-        else:
-            limits = getattr(self._ctx, "guest_limits", None)  # call_timeout/fuel, where the host has them
-            others = self._workers.runs(rec.kernel_id, kernel.compiled, RUN_EXPORT, min(self.threads, len(split)) - 1,
-                                        getattr(limits, "arm", None))
-            trapped = host_pool(self._ctx).run([run, *others], split)
+        alone = rec.guest_memory >= 0 or rec.f16 or self._workers is None  # what only the guest's own store reaches
+        n = 1 if alone else thread_count(count, self.threads)
+        trapped = run_piece(calls.run, 0, count) if n == 1 else self._threaded(kernel, buffers, calls, count, n)
+        mark("joined")
         if trapped:
             restore_outputs(buffers, rec, bound, saved)
             if isinstance(stack, wasmtime.Global):  # a frame the trap left open: the runner starts where the guest was
                 stack.set_value(self._store, stack_at)
+            mark("end")
             return CpuRunResult(trapped, time.perf_counter() - started)
         for slot in rec.write_slots:
             bound[slot].record.note_cpu_write(0, count)
+        mark("end")
         return CpuRunResult("", time.perf_counter() - started)
+
+    def _threaded(self, kernel: CompiledCpuKernel, buffers: InstanceBuffers, calls: QueueCalls, count: int,
+                  n: int) -> str:
+        """The range on n threads (this one and n - 1 of the Host's pool): the first trap's line or ""."""
+        assert self._workers is not None
+        rec = kernel.record
+        pool = host_pool(self._ctx)
+        limits = getattr(self._ctx, "guest_limits", None)  # call_timeout/fuel, where the host has them
+        queue = rec.queue and cputhreads.SCHEDULE is Schedule.QUEUE
+        split = [] if queue else pieces(count, n)
+        with pool.lock:
+            pool.settle()
+            others = self._workers.calls(rec.kernel_id, kernel.compiled, _EXPORTS,
+                                         n - 1 if queue else min(n, len(split)) - 1, getattr(limits, "arm", None))
+            mark("ready")
+            if queue:
+                return pool.run_queue([calls, *others], buffers.view(), count, chunk_size(count, n))
+            return pool.run([calls.run, *(c.run for c in others)], split)
 
 
 def write_table(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer]) -> None:

@@ -4,30 +4,75 @@ Wasm with the GIL released.
 Why this design: a wasmtime Store runs on one thread at a time, so each thread has a Store of its
 own with its own instance of the kernel's CPU module; they reach the same bytes because the
 instance's accessor memory is then a shared memory (Wasm threads), made so when the Host is
-configured for more than one thread. The calling thread runs the first piece itself in the guest's
-store. Calls go through wasmtime's unchecked C entry point via cffi, which releases the GIL for
-the call. The GPU compiler proved that no written slot is read at another element, so any split
-gives the bytes one thread gives. Kernels that load guest memory run on one thread: the guest's
-own memory is not shared.
+configured for more than one thread. The calling thread works too, in the guest's store. Calls go
+through wasmtime's unchecked C entry point via cffi, which releases the GIL for the call. The GPU
+compiler proved that no written slot is read at another element, so any split gives the bytes one
+thread gives. Kernels that load guest memory run on one thread: the guest's own memory is not
+shared.
+
+The range is shared out in Wasm (compiler/cpuwork.py, Schedule.QUEUE): each thread makes one call
+that takes small chunks with an atomic add, and the calling thread returns once every element is
+done, not once every thread is back in Python; the next run first waits for that (settle), so no
+thread of one run can take from the next run's queue or use a store the next run arms. The Python
+queue of pieces it replaced (Schedule.PIECES: a GIL round trip per piece) stays for the bench that
+compares them (bench/cpu_threads.py) and for modules without the queue.
 """
 from __future__ import annotations
 
+import enum
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+import numpy as np
 import wasmtime
 
+from ..abi.accessor import KERNEL_DONE_OFFSET, KERNEL_NEXT_OFFSET, KERNEL_STOP_OFFSET
 from ..config import Config
 from ._wasmtime import export_call
 from .context import RuntimeContext
 from .engine import first_line
 
 PIECES_PER_THREAD = 4
-MIN_PIECE = 32768  # elements below which another thread costs more than it saves (a GIL hand-off is ~10-50 us)
+MIN_PIECE = 32768  # elements per thread below which another thread costs more than it saves (a wake is ~10-50 us)
+CHUNKS_PER_THREAD = 16  # the queue's chunks: small enough to even out uneven work, large next to an atomic add
+MIN_CHUNK = 4096
+JOIN_WAIT_NS = 1_000_000  # join's wait between looks at the stop word (a trap is noticed within this)
 SHARED_PAGES = 65536  # the shared accessor memory's maximum (4 GiB of address space, reserved not used)
 
 Run = Callable[..., object]
+
+
+class Schedule(enum.Enum):
+    QUEUE = "queue"  # one call per thread, chunks taken in Wasm (cpuwork.py)
+    PIECES = "pieces"  # a Python queue of PIECES_PER_THREAD pieces per thread, one call each
+
+
+#: What threaded runs use; bench/cpu_threads.py sets PIECES to measure the two side by side.
+SCHEDULE = Schedule.QUEUE
+
+
+@dataclass
+class Trace:
+    """perf_counter_ns() of a run's phases, for bench/cpu_threads.py's breakdown: (event, worker,
+    ns, elements). Off (TRACE None) in normal runs; appends are atomic under the GIL."""
+
+    events: list[tuple[str, int, int, int]] = field(default_factory=list)
+
+    def mark(self, event: str, worker: int = 0, elements: int = 0) -> None:
+        self.events.append((event, worker, time.perf_counter_ns(), elements))
+
+
+TRACE: Trace | None = None
+
+
+def mark(event: str, worker: int = 0, elements: int = 0) -> None:
+    trace = TRACE
+    if trace is not None:
+        trace.mark(event, worker, elements)
 
 
 def cpu_thread_count(threads: int) -> int:
@@ -52,44 +97,127 @@ def host_pool(ctx: RuntimeContext) -> WorkerPool:
     return pool
 
 
+def thread_count(count: int, threads: int) -> int:
+    """Threads worth using for count elements: at least MIN_PIECE each."""
+    return max(1, min(threads, count // MIN_PIECE))
+
+
+def chunk_size(count: int, threads: int) -> int:
+    return max(MIN_CHUNK, count // (threads * CHUNKS_PER_THREAD))
+
+
 def pieces(count: int, threads: int) -> list[tuple[int, int]]:
-    """[start, end) of each piece of [0, count): PIECES_PER_THREAD per thread (uneven work, such as
-    Mandelbrot's rows, evens out as threads take the next piece), none below MIN_PIECE but one."""
+    """[start, end) of each piece of [0, count) for Schedule.PIECES: PIECES_PER_THREAD per thread
+    (uneven work, such as Mandelbrot's rows, evens out as threads take the next piece), none below
+    MIN_PIECE but one."""
     k = max(1, min(threads * PIECES_PER_THREAD, count // MIN_PIECE))
     bounds = [count * i // k for i in range(k + 1)]
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+@dataclass(frozen=True)
+class QueueCalls:
+    """A kernel's calls in one store: run(start, end), and the queue's work(end, chunk), join(end, ns)."""
+
+    run: Run
+    work: Run | None
+    join: Run | None
+
+
 class WorkerPool:
-    """One Host's CPU-kernel threads (made on the first threaded run, stopped with the Host)."""
+    """One Host's CPU-kernel threads (made on the first threaded run, stopped with the Host). One
+    run at a time (a lock): the threads are the Host's, whichever instance dispatches."""
 
     def __init__(self, threads: int) -> None:
         self.threads = threads
         self._executor = ThreadPoolExecutor(max(1, threads - 1), thread_name_prefix="wagogpu-cpu")
+        self._pending: list[Future[None]] = []
+        self.lock = threading.Lock()
+
+    def settle(self) -> None:
+        """Wait until every thread of the last run is back (its elements were done already)."""
+        pending, self._pending = self._pending, []
+        for f in pending:
+            f.result()
 
     def run(self, runs: list[Run], work: list[tuple[int, int]]) -> str:
-        """The pieces of `work`, taken in turn by one thread per run (runs[0] on this thread, each
-        other run on a pool thread); the first line of the first trap, "" when every piece finished
-        (after a trap no thread takes another piece)."""
+        """Schedule.PIECES: the pieces of `work`, taken in turn by one thread per run (runs[0] on
+        this thread, each other run on a pool thread); the first line of the first trap, "" when
+        every piece finished (after a trap no thread takes another piece)."""
+        self.settle()
         queue = iter(work)  # next() on a list iterator is atomic under the GIL
         traps: list[str] = []
-        futures = [self._executor.submit(_drain, run, queue, traps) for run in runs[1:]]
-        _drain(runs[0], queue, traps)
+        futures = [self._executor.submit(_drain, run, queue, traps, i + 1) for i, run in enumerate(runs[1:])]
+        mark("launched")
+        _drain(runs[0], queue, traps, 0)
+        mark("main_done")
         for f in futures:
             f.result()
         return traps[0] if traps else ""
 
+    def run_queue(self, calls: list[QueueCalls], memory: np.ndarray, count: int, chunk: int) -> str:
+        """Schedule.QUEUE: every store's work(count, chunk) at once (calls[0] on this thread), then
+        join on this thread; the first line of the first trap, "" when every element was done.
+        `memory` is the shared accessor memory (its queue words are reset here)."""
+        self.settle()
+        memory[KERNEL_NEXT_OFFSET:KERNEL_NEXT_OFFSET + 8].view(np.uint64)[0] = 0
+        done = memory[KERNEL_DONE_OFFSET:KERNEL_DONE_OFFSET + 4].view(np.uint32)
+        stop = memory[KERNEL_STOP_OFFSET:KERNEL_STOP_OFFSET + 4].view(np.uint32)
+        done[0] = stop[0] = 0
+        traps: list[str] = []
+        futures = [self._executor.submit(_work, c.work, count, chunk, stop, traps, i + 1)
+                   for i, c in enumerate(calls[1:])]
+        mark("launched")
+        _work(calls[0].work, count, chunk, stop, traps, 0)
+        mark("main_done")
+        if not traps:
+            join = calls[0].join
+            assert join is not None
+            try:
+                finished = join(count, JOIN_WAIT_NS)
+            except wasmtime.Trap as exc:  # a limit (call_timeout, fuel) interrupted the wait
+                traps.append(first_line(exc) or "trap")
+                stop[0] = 1
+                finished = 0
+            if finished:
+                self._pending = futures  # the threads' way back to Python overlaps what comes next
+                return ""
+        for f in futures:
+            f.result()
+        return traps[0] if traps else "stopped"
+
     def close(self) -> None:
+        self.settle()
         self._executor.shutdown(wait=True)
 
 
-def _drain(run: Run, queue: Iterator[tuple[int, int]], traps: list[str]) -> None:
+def _drain(run: Run, queue: Iterator[tuple[int, int]], traps: list[str], worker: int) -> None:
+    mark("wake", worker)
     for start, end in queue:
         if traps:
-            return
+            break
         trapped = run_piece(run, start, end)
+        mark("piece", worker, end - start)
         if trapped:
             traps.append(trapped)
+    mark("finish", worker)
+
+
+def _work(work: Run | None, count: int, chunk: int, stop: np.ndarray, traps: list[str], worker: int) -> None:
+    """One thread's share of a Schedule.QUEUE run; a trap sets the stop word, since the trapped
+    call cannot (the other threads then take no more chunks and join returns)."""
+    assert work is not None
+    mark("wake", worker)
+    elements = 0
+    try:
+        elements = int(work(count, chunk))  # type: ignore[call-overload]
+    except wasmtime.Trap as exc:
+        traps.append(first_line(exc) or "trap")
+        stop[0] = 1
+    except BaseException:
+        stop[0] = 1
+        raise
+    mark("finish", worker, elements)
 
 
 def run_piece(run: Run, start: int, end: int) -> str:
@@ -100,6 +228,18 @@ def run_piece(run: Run, start: int, end: int) -> str:
     return ""
 
 
+def queue_calls(inst: wasmtime.Instance, store: wasmtime.Store, run_export: str, work_export: str,
+                join_export: str) -> QueueCalls:
+    exports = inst.exports(store)
+    calls: list[Run | None] = []
+    for name in (run_export, work_export, join_export):
+        func = exports.get(name)
+        calls.append(export_call(func, store, name) if isinstance(func, wasmtime.Func) else None)
+    run = calls[0]
+    assert run is not None
+    return QueueCalls(run, calls[1], calls[2])
+
+
 class WorkerStores:
     """One guest instance's worker Stores: store i runs piece i + 1; each holds an instance of
     every kernel's CPU module that ran threaded, over the shared accessor memory."""
@@ -108,25 +248,24 @@ class WorkerStores:
         self._engine = engine
         self._memory = memory
         self._stores: list[wasmtime.Store] = []
-        self._runs: list[dict[int, Run]] = []
+        self._calls: list[dict[int, QueueCalls]] = []
 
-    def runs(self, kernel_id: int, compiled: wasmtime.Module, export: str, n: int,
-             arm: Callable[[wasmtime.Store], object] | None = None) -> list[Run]:
-        """The kernel's run call in each of the first n worker stores (made on first use); `arm`
-        sets each store's limits for this run (the guest's call_timeout and fuel, when configured)."""
+    def calls(self, kernel_id: int, compiled: wasmtime.Module, exports: tuple[str, str, str], n: int,
+              arm: Callable[[wasmtime.Store], object] | None = None) -> list[QueueCalls]:
+        """The kernel's calls in each of the first n worker stores (made on first use); `arm`
+        sets each store's limits for this run (the guest's call_timeout and fuel, when configured).
+        The pool must be settled (no thread of an earlier run in these stores)."""
         while len(self._stores) < n:
             self._stores.append(wasmtime.Store(self._engine))
-            self._runs.append({})
+            self._calls.append({})
         out = []
-        for store, runs in zip(self._stores[:n], self._runs):
+        for store, calls in zip(self._stores[:n], self._calls):
             if arm is not None:
                 arm(store)
-            found = runs.get(kernel_id)
+            found = calls.get(kernel_id)
             if found is None:
                 inst = wasmtime.Instance(store, compiled, [self._memory])
-                func = inst.exports(store)[export]
-                assert isinstance(func, wasmtime.Func)
-                found = runs[kernel_id] = export_call(func, store, export)
+                found = calls[kernel_id] = queue_calls(inst, store, *exports)
             out.append(found)
         return out
 
@@ -134,4 +273,4 @@ class WorkerStores:
         for store in self._stores:
             store.close()
         self._stores.clear()
-        self._runs.clear()
+        self._calls.clear()
