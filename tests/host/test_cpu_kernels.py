@@ -9,6 +9,8 @@ import pytest
 import wasmtime
 
 from wagogpu import Access, BindingConfig, Config, ConfigError, ElementType, Host, KernelConfig
+from wagogpu.host import cputhreads
+from wagogpu.host.cputhreads import Schedule
 
 from ..gpu_support import Guest
 from ..guests import looped_kernel
@@ -192,19 +194,41 @@ def test_bad_cpu_kernel_fields_name_the_field(field, value):
         Config(disabled=True, **{field: value})
 
 
-@pytest.mark.parametrize("threads", [1, 3, 7])
-def test_every_thread_count_gives_the_runners_bits(hosts, threads):
+@pytest.mark.parametrize("schedule", list(Schedule))
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_every_thread_count_gives_the_runners_bits(hosts, threads, schedule, monkeypatch):
+    monkeypatch.setattr(cputhreads, "SCHEDULE", schedule)
     ref, _ = hosts
-    n = 100_000  # several pieces of cputhreads.MIN_PIECE
+    n = 100_000  # several pieces of cputhreads.MIN_PIECE, many chunks of the queue
     x64 = np.random.default_rng(5).integers(0, 2 ** 63, n, dtype=np.uint64)
     x32 = np.tile(floats32(), n // 1000)
-    bad = np.arange(1, n + 1, dtype=np.int32)
-    bad[n - 7] = 0  # a trap in the last piece
+    late, early = np.arange(1, n + 1, dtype=np.int32), np.arange(1, n + 1, dtype=np.int32)
+    late[n - 7] = 0  # a trap in the last piece
+    early[5] = 0  # a trap in the first chunk, while the other threads still take theirs
     with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=threads)) as host:
         for name, inputs, expect in (("hash", [x64], "CPU"), ("fnan", [x32, np.zeros(n, np.float32)], "CPU"),
-                                     ("divide", [bad], "KERNEL_TRAP")):
+                                     ("divide", [late], "KERNEL_TRAP"), ("hash", [x64[::-1].copy()], "CPU"),
+                                     ("divide", [early], "KERNEL_TRAP"), ("divide", [np.arange(n, 0, -1, dtype=np.int32)], "CPU")):
             same_as_runner((ref, host), name, inputs, expect)
         assert (host.context.cpu_pool is not None) == (threads > 1)  # the range was split across threads
+
+
+def test_the_queue_runs_every_element_once_on_each_thread_it_used(monkeypatch):
+    n = 3 * cputhreads.MIN_PIECE + 5  # three threads' worth
+    x = np.random.default_rng(2).integers(0, 2 ** 63, n, dtype=np.uint64)
+    with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=8)) as host:
+        g = Guest(host, kernels=WAT_KERNELS, extra=EXTRA)
+        h = g.create(E.U64, n)
+        g.inst.write_buffer(h, x)
+        g.bind(h)
+        trace = cputhreads.Trace()
+        monkeypatch.setattr(cputhreads, "TRACE", trace)
+        assert g.dispatch(IDS["hash"], n) == 0
+        host.context.cpu_pool.settle()  # the threads' return to Python, which the dispatch did not wait for
+        shares = {w: elements for event, w, _ns, elements in trace.events if event == "finish"}
+        assert sorted(shares) == [0, 1, 2] and sum(shares.values()) == n
+        y = x * np.uint64(0x9E3779B97F4A7C15)
+        assert np.array_equal(g.inst.read_buffer(h), y ^ (y >> np.uint64(29)))
 
 
 def test_json_config_and_cli_surface(capsys):

@@ -56,3 +56,50 @@ def test_measured_placement_explores_then_models_both_devices():
         assert model["decisions"] == len(counts) and len(model["last"]) == 8
     finally:
         host.close()
+
+
+def _kernel(kid: int, name: str, min_elements: int) -> KernelConfig:
+    return KernelConfig(kid, f"wago_gpu.kernel.{name}", f"wago_gpu.cpu.{name}",
+                        [BindingConfig(0, E.I32, A.READ), BindingConfig(1, E.I32, A.WRITE)], min_elements=min_elements)
+
+
+SRC = "(call $readBufferI32 (call $getBuffer (i32.const 0)) (local.get $i))"
+OUT = "(call $writeBufferI32 (call $getBuffer (i32.const 1)) (local.get $i) {})"
+OUTPUT_KERNELS = {  # name: (id, min_elements, body): "triple" on the GPU, the rest CPU kernels
+    "triple": (1, 1, BODY),
+    "plus": (2, 1 << 20, OUT.format(f"(i32.add {SRC} (i32.const 1))")),
+    "evens": (3, 1 << 20, f"(if (i32.eqz (i32.and (local.get $i) (i32.const 1))) (then {OUT.format(SRC)}))"),
+    "quotient": (4, 1 << 20, OUT.format(f"(i32.div_s (i32.const 1000) {SRC})")),
+}
+
+
+def test_a_cpu_kernel_reads_back_only_the_outputs_it_does_not_replace_whole():
+    kernels = [_kernel(kid, name, low) for name, (kid, low, _) in OUTPUT_KERNELS.items()]
+    host = gpu_host(kernels=kernels, cpu_kernels=True)
+    try:
+        g = Guest(host, kernels="".join(looped_kernel(name, body) for name, (_, _, body) in OUTPUT_KERNELS.items()))
+        n = 4096
+        src, dst = g.create(E.I32, n), g.create(E.I32, n)
+        x = np.arange(n, dtype=np.int32) - 77  # x[77] == 0: "quotient" divides by it
+        g.inst.write_buffer(src, x)
+        g.bind(src, dst)
+
+        def run(kid: int, count: int) -> tuple[int, int, str]:
+            assert g.dispatch(1, n) == 0 and str(g.host.buffer_snapshot().last_dispatch.outcome) == "GPU"
+            assert not g.buf(dst).record.flags & 1  # the output lives on the GPU alone: its CPU copy is stale
+            status = g.dispatch(kid, count)
+            last = host.buffer_snapshot().last_dispatch
+            return status, last.download_count, str(last.outcome if status == 0 else last.reason_code)
+
+        assert run(2, n) == (0, 0, "CPU")  # replaced whole: not read back ...
+        assert np.array_equal(g.inst.read_buffer(dst), x + 1)  # ... and every element is the kernel's
+        assert run(3, n) == (0, 1, "CPU")  # a conditional write keeps the others: read back first
+        want = 3 * x
+        want[::2] = x[::2]
+        assert np.array_equal(g.inst.read_buffer(dst), want)
+        assert run(2, n // 2) == (0, 1, "CPU")  # a count below the length keeps the tail: read back
+        assert np.array_equal(g.inst.read_buffer(dst), np.concatenate([x[:n // 2] + 1, 3 * x[n // 2:]]))
+        assert run(4, n) == (1, 0, "KERNEL_TRAP")  # not read back, and the trap publishes nothing:
+        assert np.array_equal(g.inst.read_buffer(dst), 3 * x)  # the GPU's version is still the buffer's
+    finally:
+        host.close()

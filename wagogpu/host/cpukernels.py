@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import wasmtime
 
+from ..abi.accessor import CPU_CURRENT
 from ..buffers import Buffer, InstanceBuffers
 from ..compiler.contract import CompileError, KernelClass, KernelPlan
 from ..compiler.cpukernel import (BUFFER_MEMORY, F16_IMPORTS, GUEST_MEMORY, IMPORT_MODULE, JOIN_EXPORT, RUN_EXPORT,
@@ -129,7 +130,7 @@ class CpuKernelRunner:
         trapped = run_piece(calls.run, 0, count) if n == 1 else self._threaded(kernel, buffers, calls, count, n)
         mark("joined")
         if trapped:
-            restore_outputs(buffers, rec, bound, saved)
+            restore_outputs(buffers, bound, saved)
             if isinstance(stack, wasmtime.Global):  # a frame the trap left open: the runner starts where the guest was
                 stack.set_value(self._store, stack_at)
             mark("end")
@@ -167,12 +168,21 @@ def write_table(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int,
         table[2 * slot + 1] = buf.length
 
 
+def replaced_slots(plan: KernelPlan, bound: dict[int, Buffer], count: int) -> frozenset[int]:
+    """Written slots the kernel overwrites whole (every element of the buffer, on every path: the
+    GPU compiler counts a conditional write as read before written), so a stale CPU copy of them
+    need not be read back first; the GPU's upload rule for outputs is the same (buffers/setup.py)."""
+    return frozenset(s for s in plan.write_slots if count == bound[s].length and s not in plan.read_before_write)
+
+
 def save_outputs(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer],
-                 count: int) -> list[np.ndarray]:
-    return [buffers.cpu_bytes(bound[s])[:count * bound[s].stored_bytes].copy() for s in rec.write_slots]
+                 count: int) -> list[tuple[int, np.ndarray]]:
+    """The bytes a trap must put back: each written buffer's first `count` elements, where its CPU
+    copy is current (a stale one, left so by replaced_slots, stays stale on a trap: nothing to keep)."""
+    return [(s, buffers.cpu_bytes(bound[s])[:count * bound[s].stored_bytes].copy()) for s in rec.write_slots
+            if bound[s].record.flags & CPU_CURRENT]
 
 
-def restore_outputs(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer],
-                    saved: list[np.ndarray]) -> None:
-    for slot, data in zip(rec.write_slots, saved):
+def restore_outputs(buffers: InstanceBuffers, bound: dict[int, Buffer], saved: list[tuple[int, np.ndarray]]) -> None:
+    for slot, data in saved:
         buffers.cpu_bytes(bound[slot])[:data.size] = data
