@@ -80,7 +80,10 @@ def measure(call: Callable[[], Any], host: Host, repeats: int,
         times.append((time.perf_counter_ns() - t0) / 1e9)
     per: dict[str, list[float]] = {}
     share_lists: list[tuple[float, float]] = []
+    pool = host.context.cpu_pool
     for _ in range(repeats):
+        if pool is not None:
+            pool.settle()  # the last run's threads back first: their finish belongs to it
         cputhreads.TRACE = trace = Trace()
         t0 = time.perf_counter_ns()
         call()

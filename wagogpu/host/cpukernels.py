@@ -22,6 +22,7 @@ from ..compiler.contract import CompileError, KernelClass, KernelPlan
 from ..compiler.cpukernel import (BUFFER_MEMORY, F16_IMPORTS, GUEST_MEMORY, IMPORT_MODULE, JOIN_EXPORT, RUN_EXPORT,
                                   STACK_POINTER, WORK_EXPORT, CpuKernelModule, cpu_kernel_module)
 from ..config import KernelConfig
+from ..memcopy import copy_bytes
 from . import cputhreads
 from .context import RuntimeContext
 from .cputhreads import (SHARED_PAGES, QueueCalls, Schedule, WorkerStores, chunk_size, cpu_thread_count, host_pool,
@@ -92,6 +93,7 @@ class CpuKernelRunner:
         self._workers = WorkerStores(ctx.engine, accessor) \
             if isinstance(accessor, wasmtime.SharedMemory) and self.threads > 1 else None
         # A limit that can interrupt any run (limits' call_timeout, fuel): outputs are always kept to restore.
+        self._saved = SavedOutputs()
         self._interruptible = any(getattr(ctx.config, name, None) is not None for name in ("call_timeout", "fuel"))
 
     def _run_call(self, kernel: CompiledCpuKernel) -> QueueCalls:
@@ -121,7 +123,11 @@ class CpuKernelRunner:
         started = time.perf_counter()
         mark("begin")
         write_table(buffers, rec, bound)
-        saved = save_outputs(buffers, rec, bound, count) if rec.can_trap or self._interruptible else []
+        saved = self._saved
+        if rec.can_trap or self._interruptible:
+            saved.save(buffers, rec, bound, count)
+        else:
+            saved.clear()
         mark("staged")
         stack = self._guest_global(rec.stack_pointer) if rec.stack_pointer >= 0 else None
         stack_at = stack.value(self._store) if isinstance(stack, wasmtime.Global) else None
@@ -130,7 +136,7 @@ class CpuKernelRunner:
         trapped = run_piece(calls.run, 0, count) if n == 1 else self._threaded(kernel, buffers, calls, count, n)
         mark("joined")
         if trapped:
-            restore_outputs(buffers, bound, saved)
+            saved.restore(buffers, bound)
             if isinstance(stack, wasmtime.Global):  # a frame the trap left open: the runner starts where the guest was
                 stack.set_value(self._store, stack_at)
             mark("end")
@@ -175,14 +181,33 @@ def replaced_slots(plan: KernelPlan, bound: dict[int, Buffer], count: int) -> fr
     return frozenset(s for s in plan.write_slots if count == bound[s].length and s not in plan.read_before_write)
 
 
-def save_outputs(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer],
-                 count: int) -> list[tuple[int, np.ndarray]]:
+class SavedOutputs:
     """The bytes a trap must put back: each written buffer's first `count` elements, where its CPU
-    copy is current (a stale one, left so by replaced_slots, stays stale on a trap: nothing to keep)."""
-    return [(s, buffers.cpu_bytes(bound[s])[:count * bound[s].stored_bytes].copy()) for s in rec.write_slots
-            if bound[s].record.flags & CPU_CURRENT]
+    copy is current (a stale one, left so by replaced_slots, stays stale on a trap: nothing to
+    keep). They go to one scratch array kept across runs (a fresh one per run paid its page faults
+    every time: about a page fault per 4 KiB) by memcopy's copies, split over threads when large."""
 
+    def __init__(self) -> None:
+        self._scratch = np.empty(0, np.uint8)
+        self.kept: list[tuple[int, int, int]] = []  # (slot, offset in the scratch, bytes)
 
-def restore_outputs(buffers: InstanceBuffers, bound: dict[int, Buffer], saved: list[tuple[int, np.ndarray]]) -> None:
-    for slot, data in saved:
-        buffers.cpu_bytes(bound[slot])[:data.size] = data
+    def save(self, buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer], count: int) -> None:
+        self.kept = []
+        total = 0
+        for s in rec.write_slots:
+            if bound[s].record.flags & CPU_CURRENT:
+                self.kept.append((s, total, count * bound[s].stored_bytes))
+                total += count * bound[s].stored_bytes
+        if total > self._scratch.size:
+            self._scratch = np.empty(total, np.uint8)
+        base = self._scratch.ctypes.data
+        for s, offset, size in self.kept:
+            copy_bytes(base + offset, buffers.cpu_address(bound[s]), size)
+
+    def restore(self, buffers: InstanceBuffers, bound: dict[int, Buffer]) -> None:
+        base = self._scratch.ctypes.data
+        for s, offset, size in self.kept:
+            copy_bytes(buffers.cpu_address(bound[s]), base + offset, size)
+
+    def clear(self) -> None:
+        self.kept = []
