@@ -23,7 +23,7 @@ import enum
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -124,21 +124,73 @@ class QueueCalls:
     join: Run | None
 
 
+class _Worker:
+    """One pool thread: runs the job it is handed, then says so. Handing a job over is a lock
+    release (a futex wake, about a microsecond of this thread's time), where an executor's
+    submit costs this thread several microseconds of Python per job, before its own share starts."""
+
+    def __init__(self, name: str) -> None:
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._idle = threading.Lock()
+        self._job: Callable[[], None] | None = None
+        self._error: BaseException | None = None
+        self.busy = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def start(self, job: Callable[[], None]) -> None:
+        self.wait()
+        self._idle.acquire()
+        self.busy = True
+        self._job = job
+        self._go.release()
+
+    def wait(self) -> None:
+        """Until the job handed over last has ended (its exception, if any, raised here)."""
+        if not self.busy:
+            return
+        with self._idle:
+            self.busy = False
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def stop(self) -> None:
+        try:
+            self.wait()
+        except BaseException:  # noqa: BLE001 - a job's error is its run's; the stopping Host has no run left
+            pass
+        self._job = None
+        self._go.release()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            self._go.acquire()
+            job, self._job = self._job, None
+            if job is None:
+                return
+            try:
+                job()
+            except BaseException as exc:  # handed to wait(), on the thread that waits
+                self._error = exc
+            self._idle.release()
+
+
 class WorkerPool:
     """One Host's CPU-kernel threads (made on the first threaded run, stopped with the Host). One
     run at a time (a lock): the threads are the Host's, whichever instance dispatches."""
 
     def __init__(self, threads: int) -> None:
         self.threads = threads
-        self._executor = ThreadPoolExecutor(max(1, threads - 1), thread_name_prefix="wagogpu-cpu")
-        self._pending: list[Future[None]] = []
+        self._workers = [_Worker(f"wagogpu-cpu-{i + 1}") for i in range(threads - 1)]
         self.lock = threading.Lock()
 
     def settle(self) -> None:
         """Wait until every thread of the last run is back (its elements were done already)."""
-        pending, self._pending = self._pending, []
-        for f in pending:
-            f.result()
+        for w in self._workers:
+            w.wait()
 
     def run(self, runs: list[Run], work: list[tuple[int, int]]) -> str:
         """Schedule.PIECES: the pieces of `work`, taken in turn by one thread per run (runs[0] on
@@ -147,26 +199,27 @@ class WorkerPool:
         self.settle()
         queue = iter(work)  # next() on a list iterator is atomic under the GIL
         traps: list[str] = []
-        futures = [self._executor.submit(_drain, run, queue, traps, i + 1) for i, run in enumerate(runs[1:])]
+        for i, (run, worker) in enumerate(zip(runs[1:], self._workers)):
+            worker.start(partial(_drain, run, queue, traps, i + 1))
         mark("launched")
         _drain(runs[0], queue, traps, 0)
         mark("main_done")
-        for f in futures:
-            f.result()
+        self.settle()
         return traps[0] if traps else ""
 
     def run_queue(self, calls: list[QueueCalls], memory: np.ndarray, count: int, chunk: int) -> str:
         """Schedule.QUEUE: every store's work(count, chunk) at once (calls[0] on this thread), then
         join on this thread; the first line of the first trap, "" when every element was done.
-        `memory` is the shared accessor memory (its queue words are reset here)."""
+        `memory` is the shared accessor memory (its queue words are reset here). The other threads
+        may still be on their way back to Python when this returns: the next run settles them."""
         self.settle()
         memory[KERNEL_NEXT_OFFSET:KERNEL_NEXT_OFFSET + 8].view(np.uint64)[0] = 0
         done = memory[KERNEL_DONE_OFFSET:KERNEL_DONE_OFFSET + 4].view(np.uint32)
         stop = memory[KERNEL_STOP_OFFSET:KERNEL_STOP_OFFSET + 4].view(np.uint32)
         done[0] = stop[0] = 0
         traps: list[str] = []
-        futures = [self._executor.submit(_work, c.work, count, chunk, stop, traps, i + 1)
-                   for i, c in enumerate(calls[1:])]
+        for i, (c, worker) in enumerate(zip(calls[1:], self._workers)):
+            worker.start(partial(_work, c.work, count, chunk, stop, traps, i + 1))
         mark("launched")
         _work(calls[0].work, count, chunk, stop, traps, 0)
         mark("main_done")
@@ -180,15 +233,13 @@ class WorkerPool:
                 stop[0] = 1
                 finished = 0
             if finished:
-                self._pending = futures  # the threads' way back to Python overlaps what comes next
                 return ""
-        for f in futures:
-            f.result()
+        self.settle()
         return traps[0] if traps else "stopped"
 
     def close(self) -> None:
-        self.settle()
-        self._executor.shutdown(wait=True)
+        for w in self._workers:
+            w.stop()
 
 
 def _drain(run: Run, queue: Iterator[tuple[int, int]], traps: list[str], worker: int) -> None:
