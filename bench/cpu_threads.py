@@ -10,14 +10,17 @@ examples/guests/mandelbrot.wasm's render_loop (one dispatch of its loop kernel).
 per (kernel, size, schedule, threads):
   dispatch_ms  median wall time of the guest's dispatch call, untraced (what the speed-up uses);
   speedup      the 1-thread dispatch's median over this one; efficiency = speedup / threads;
-  phase_us     medians over traced repeats (host/cputhreads.TRACE): stage (the restore copies of
-               the written buffers), ready (settling the last run, worker stores armed and looked
-               up), launch (submitting to the pool), wake_first/wake_last (a worker's start after
-               launch), main (this thread's share), finish_skew (the last worker's return to Python
-               after this thread's share ended), join (this thread's share ended -> every element
+  restarted_ms the same dispatch with the pool recalled before each (its threads started from
+               Python, as when they have waited LINGER_NS for nothing), restarted_speedup;
+  started      the pool threads a dispatch started (the others were waiting in Wasm for it);
+  main_share   the fraction of the elements the dispatching thread ran itself (queue);
+  phase_us     medians over traced warm repeats (host/cputhreads.TRACE): stage (the restore copies
+               of the written buffers), ready (the pool's lock, the stores prepared), launch
+               (starting the threads not already waiting), wake_first/wake_last (a started
+               thread's first Python after launch), main (this thread's lead: publish, its own
+               chunks, the wait for the rest; pieces: its share), join (its end -> every element
                done), commit (versions, or the restore), outside (the dispatch call less the run:
-               checks, residency, snapshot);
-  share_min/share_max  the smallest and largest fraction of the elements one thread ran.
+               checks, residency, snapshot).
 Every output is checked outside the timers, bit for bit against the 1-thread host's.
 """
 from __future__ import annotations
@@ -58,58 +61,64 @@ def phases(events: list[Event], dispatch_ns: int) -> dict[str, float]:
     return out
 
 
-def shares(events: list[Event], count: int) -> tuple[float, float]:
-    done: dict[int, int] = {}
-    for e, w, _ns, elements in events:
-        if e in ("piece", "finish"):
-            done[w] = done.get(w, 0) + elements
-    if not any(done.values()):
-        return 1.0, 1.0
-    return min(done.values()) / count, max(done.values()) / count
+def main_share(events: list[Event], count: int) -> float:
+    """The fraction of the elements the dispatching thread ran itself (queue schedule)."""
+    return sum(elements for e, w, _ns, elements in events if e == "main_done" and w == 0) / count
 
 
-def measure(call: Callable[[], Any], host: Host, repeats: int,
-            count: int) -> tuple[list[float], dict[str, float], tuple[float, float]]:
-    """Untraced dispatch times, then the median phases and shares of as many traced repeats (each
-    traced one waits, after its timer, for the pool's threads to be back, so their finish counts)."""
+def started(events: list[Event]) -> int:
+    """The pool threads a traced dispatch started (the others were waiting in Wasm for it)."""
+    return sum(elements for e, w, _ns, elements in events if e == "launched" and w == 0)
+
+
+def measure(call: Callable[[], Any], host: Host, repeats: int, count: int) -> dict[str, Any]:
+    """Untraced dispatch times (warm: the pool's threads wait in Wasm between them), the same with
+    the pool recalled before each (every thread started from Python, untimed recall), then the
+    median phases of as many traced warm repeats."""
     call()  # warm: stores, instances, pages
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter_ns()
         call()
         times.append((time.perf_counter_ns() - t0) / 1e9)
-    per: dict[str, list[float]] = {}
-    share_lists: list[tuple[float, float]] = []
     pool = host.context.cpu_pool
+    restarted = []
+    for _ in range(repeats if pool is not None else 0):
+        with pool.lock:
+            pool.settle()
+        t0 = time.perf_counter_ns()
+        call()
+        restarted.append((time.perf_counter_ns() - t0) / 1e9)
+    per: dict[str, list[float]] = {}
+    starts: list[int] = []
+    mains: list[float] = []
     for _ in range(repeats):
-        if pool is not None:
-            pool.settle()  # the last run's threads back first: their finish belongs to it
         cputhreads.TRACE = trace = Trace()
         t0 = time.perf_counter_ns()
         call()
         elapsed = time.perf_counter_ns() - t0
-        pool = host.context.cpu_pool
-        if pool is not None:
-            pool.settle()
         cputhreads.TRACE = None
         for k, v in phases(trace.events, elapsed).items():
             per.setdefault(k, []).append(v)
-        share_lists.append(shares(trace.events, count))
-    med = {k: round(statistics.median(v), 1) for k, v in per.items()}
-    return times, med, (min(s for s, _ in share_lists), max(s for _, s in share_lists))
+        starts.append(started(trace.events))
+        mains.append(main_share(trace.events, count))
+    return {"times": times, "restarted": restarted, "phase_us": {k: round(statistics.median(v), 1) for k, v in per.items()},
+            "started": statistics.median(starts), "main_share": round(statistics.median(mains), 4)}
 
 
 def hosts_for(threads: list[int], kernels: list[Any]) -> dict[int, Host]:
     return {t: Host(Config(kernels=kernels, disabled=True, cpu_kernels=True, cpu_threads=t)) for t in threads}
 
 
-def emit_one(base: dict[str, Any], schedule: Schedule, t: int, times: list[float], ph: dict[str, float],
-             sh: tuple[float, float], one: float, ok: bool) -> float:
+def emit_one(base: dict[str, Any], schedule: Schedule, t: int, m: dict[str, Any], one: float, ok: bool) -> float:
+    times, restarted = m["times"], m["restarted"]
     med = statistics.median(times)
     one = one or med
+    cold = statistics.median(restarted) if restarted else med
     emit({**base, "schedule": schedule.value, "threads": t, "dispatch_ms": med * 1e3, "min_ms": min(times) * 1e3,
-          "runs": len(times), "speedup": one / med, "efficiency": one / med / t, "phase_us": ph,
-          "share_min": round(sh[0], 4), "share_max": round(sh[1], 4), "checked": ok})
+          "runs": len(times), "speedup": one / med, "efficiency": one / med / t, "restarted_ms": cold * 1e3,
+          "restarted_speedup": one / cold, "phase_us": m["phase_us"], "started": m["started"], "main_share": m["main_share"],
+          "checked": ok})
     return one
 
 
@@ -133,14 +142,14 @@ def elementwise(names: list[str], sizes: list[int], threads: list[int], schedule
                     one, want = 0.0, None
                     for t, inst in insts.items():
                         call = lambda inst=inst: inst.call("dispatch", kernel_id, n)  # noqa: E731
-                        times, ph, sh = measure(call, hosts[t], repeats, n)
+                        m = measure(call, hosts[t], repeats, n)
                         last = hosts[t].buffer_snapshot().last_dispatch
                         assert inst.call("fetch", n) == 0
                         got = inst.memory_view()[4 * n:8 * n].tobytes()
                         want = got if want is None else want
                         ok = last.status == 0 and str(last.outcome) == "CPU" and got == want
                         failures += not ok
-                        one = emit_one(base, schedule, t, times, ph, sh, one, ok)
+                        one = emit_one(base, schedule, t, m, one, ok)
             for inst in insts.values():
                 assert inst.call("teardown") == 0
     finally:
@@ -166,13 +175,13 @@ def mandelbrot(sizes: list[tuple[int, int]], threads: list[int], schedules: list
                 one, want = 0.0, None
                 for t, inst in insts.items():
                     call = lambda inst=inst: inst.call("render_loop", width, height, 64)  # noqa: E731
-                    times, ph, sh = measure(call, hosts[t], repeats, n)
+                    m = measure(call, hosts[t], repeats, n)
                     last = hosts[t].buffer_snapshot().last_dispatch
                     got = inst.read_memory(inst.call("counts_ptr"), 4 * n)
                     want = got if want is None else want
                     ok = last.status == 0 and str(last.outcome) == "CPU" and got == want
                     failures += not ok
-                    one = emit_one(base, schedule, t, times, ph, sh, one, ok)
+                    one = emit_one(base, schedule, t, m, one, ok)
     finally:
         cputhreads.SCHEDULE = Schedule.QUEUE
         for h in hosts.values():

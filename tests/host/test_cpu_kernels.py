@@ -213,22 +213,53 @@ def test_every_thread_count_gives_the_runners_bits(hosts, threads, schedule, mon
         assert (host.context.cpu_pool is not None) == (threads > 1)  # the range was split across threads
 
 
-def test_the_queue_runs_every_element_once_on_each_thread_it_used(monkeypatch):
-    n = 3 * cputhreads.MIN_PIECE + 5  # three threads' worth
+def test_pool_threads_wait_in_wasm_for_the_next_dispatch_of_their_kernel(monkeypatch):
+    n = 3 * cputhreads.MIN_PIECE + 5  # three threads' worth: two of the pool's
     x = np.random.default_rng(2).integers(0, 2 ** 63, n, dtype=np.uint64)
+    y = np.random.default_rng(3).uniform(-4, 4, n).astype(np.float32)
     with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=8)) as host:
         g = Guest(host, kernels=WAT_KERNELS, extra=EXTRA)
-        h = g.create(E.U64, n)
+        h, a, b = g.create(E.U64, n), g.create(E.F32, n), g.create(E.F32, n)
         g.inst.write_buffer(h, x)
-        g.bind(h)
-        trace = cputhreads.Trace()
-        monkeypatch.setattr(cputhreads, "TRACE", trace)
-        assert g.dispatch(IDS["hash"], n) == 0
-        host.context.cpu_pool.settle()  # the threads' return to Python, which the dispatch did not wait for
-        shares = {w: elements for event, w, _ns, elements in trace.events if event == "finish"}
-        assert sorted(shares) == [0, 1, 2] and sum(shares.values()) == n
-        y = x * np.uint64(0x9E3779B97F4A7C15)
-        assert np.array_equal(g.inst.read_buffer(h), y ^ (y >> np.uint64(29)))
+        g.inst.write_buffer(a, y)
+
+        def started(kernel: str, *handles: int) -> int:
+            """The pool threads this dispatch had to start (the rest were waiting for it in Wasm)."""
+            g.bind(*handles)
+            trace = cputhreads.Trace()
+            monkeypatch.setattr(cputhreads, "TRACE", trace)
+            assert g.dispatch(IDS[kernel], n) == 0
+            monkeypatch.setattr(cputhreads, "TRACE", None)
+            (count,) = [elements for event, _w, _ns, elements in trace.events if event == "launched"]
+            return count
+
+        assert [started("hash", h), started("hash", h), started("fnan", a, b), started("fnan", a, b),
+                started("hash", h)] == [2, 0, 2, 0, 2]  # another kernel's dispatch recalls them
+        z = x
+        for _ in range(3):
+            z = z * np.uint64(0x9E3779B97F4A7C15)
+            z = z ^ (z >> np.uint64(29))
+        assert np.array_equal(g.inst.read_buffer(h), z)  # three runs in place, every element once each
+        ref = Host(Config(kernels=CONFIGS, disabled=True))
+        try:
+            want = run(ref, "fnan", [y, np.zeros(n, np.float32)])[2][1]
+        finally:
+            ref.close()
+        assert g.inst.read_buffer(b).tobytes() == want
+
+
+@pytest.mark.parametrize("limit", [{"call_timeout": 30.0}, {"fuel": 10 ** 12}])
+def test_threads_under_a_call_limit_give_the_runners_bits(hosts, limit):
+    """A limit arms every store per run, so each pool thread serves one dispatch and returns."""
+    ref, _ = hosts
+    n = 100_000
+    x64 = np.random.default_rng(6).integers(0, 2 ** 63, n, dtype=np.uint64)
+    bad = np.arange(1, n + 1, dtype=np.int32)
+    bad[n // 2] = 0
+    with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=4, **limit)) as host:
+        for name, inputs, expect in (("hash", [x64], "CPU"), ("hash", [x64[::-1].copy()], "CPU"),
+                                     ("divide", [bad], "KERNEL_TRAP"), ("hash", [x64], "CPU")):
+            same_as_runner((ref, host), name, inputs, expect)
 
 
 def test_json_config_and_cli_surface(capsys):

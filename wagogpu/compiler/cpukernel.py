@@ -36,12 +36,11 @@ from . import wasmencode as enc
 from .buffer import select_body
 from .contract import CompileError, CompileErrorKind, KernelPlan
 from .cpurewrite import F16_IMPORTS, TEMP_TYPES, FunctionRewrite, Rewriter, zero_value
-from .cpuwork import JOIN_EXPORT, JOIN_TYPE, WORK_EXPORT, WORK_TYPE, join_body, work_body
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
 
 __all__ = ["CpuKernelModule", "IMPORT_MODULE", "GUEST_MEMORY", "BUFFER_MEMORY", "STACK_POINTER", "F16_IMPORTS",
-           "RUN_EXPORT", "WORK_EXPORT", "JOIN_EXPORT",
+           "RUN_EXPORT",
            "build_cpu_kernel", "cpu_kernel_module"]
 
 IMPORT_MODULE = "wagogpu:cpu"
@@ -66,7 +65,6 @@ class CpuKernelModule:
     can_trap: bool  # a trap may stop it midway: the host keeps the written buffers' bytes to restore
     stack_pointer: int = -1  # the guest global it imports as its stack pointer (STACK_POINTER); -1: none
     f16: bool = False  # it imports the accessor's F16 conversions (F16_IMPORTS): one thread, the guest's store
-    queue: bool = False  # it exports WORK_EXPORT and JOIN_EXPORT (cpuwork.py): its buffer memory is shared
 
 
 def _closure(module: DecodedModule, root: int) -> list[int]:
@@ -135,19 +133,18 @@ def build_cpu_kernel(module: DecodedModule, kernel: KernelConfig, plan: KernelPl
     buffer_memory = 1 if guest else 0
     fuel = lim.LOOP_BUDGET if any(r.loops for r in rewritten) else 0
     rewriter.function_base = len(F16_IMPORTS) if rewriter.f16 else 0
-    queue = bool(shared_pages) and not guest
-    wasm = _assemble(module, rewriter, rewritten, buffer_memory, guest, fuel, shared_pages, queue)
+    wasm = _assemble(module, rewriter, rewritten, buffer_memory, guest, fuel, shared_pages)
     return CpuKernelModule(kernel.id, wasm, guest_memory, KERNEL_TABLE_OFFSET, plan.used_slots,
                            tuple(sorted(plan.write_slots)),
                            plan.error_word or bool(fuel) or guest or any(r.stubbed for r in rewritten),
-                           rewriter.stack_pointer, rewriter.f16, queue)
+                           rewriter.stack_pointer, rewriter.f16)
 
 
 def _assemble(module: DecodedModule, rewriter: Rewriter, rewritten: list[FunctionRewrite], buffer_memory: int,
-              guest: bool, fuel: int, shared_pages: int, queue: bool) -> bytes:
+              guest: bool, fuel: int, shared_pages: int) -> bytes:
     types = [enc.func_type(*sig) if sig is not None else _PLACEHOLDER_TYPE for sig in module.types]
     run_type = len(types)
-    types += [enc.func_type(bytes([I32, I32]), b""), enc.func_type(*WORK_TYPE), enc.func_type(*JOIN_TYPE)]
+    types.append(enc.func_type(bytes([I32, I32]), b""))
     imports = [enc.memory_import(IMPORT_MODULE, GUEST_MEMORY)] if guest else []
     imports.append(enc.memory_import(IMPORT_MODULE, BUFFER_MEMORY, shared_pages))
     if rewriter.f16:
@@ -156,22 +153,18 @@ def _assemble(module: DecodedModule, rewriter: Rewriter, rewritten: list[Functio
         imports += [enc.name(IMPORT_MODULE) + enc.name(n) + b"\x00" + enc.uleb(half_type) for n in F16_IMPORTS]
     if rewriter.stack_pointer >= 0:
         imports.append(enc.name(IMPORT_MODULE) + enc.name(STACK_POINTER) + bytes([0x03, I32, 1]))
-    type_indices = [r.type_index for r in rewritten] + [run_type] + ([run_type + 1, run_type + 2] if queue else [])
+    type_indices = [r.type_index for r in rewritten] + [run_type]
     base = rewriter.function_base
     fuel_global = 1 if rewriter.stack_pointer >= 0 else 0  # defined after the imported stack pointer
     globals_ = [bytes([I32, 1]) + enc.i32_const(0) + enc.op("end")]  # the fuel, even when unused
     bodies = [r.encode(buffer_memory, fuel_global) for r in rewritten]
     bodies.append(_run_body(rewritten[0], buffer_memory, fuel, fuel_global))
-    run = base + len(rewritten)
-    exports = [enc.name(RUN_EXPORT) + b"\x00" + enc.uleb(run)]
-    if queue:  # several threads share the range through the queue words (cpuwork.py)
-        bodies += [work_body(run, buffer_memory), join_body(buffer_memory)]
-        exports += [enc.name(WORK_EXPORT) + b"\x00" + enc.uleb(run + 1), enc.name(JOIN_EXPORT) + b"\x00" + enc.uleb(run + 2)]
+    export = enc.name(RUN_EXPORT) + b"\x00" + enc.uleb(base + len(rewritten))
     return (enc.HEADER + enc.section(enc.Section.TYPE, enc.vector(types))
             + enc.section(enc.Section.IMPORT, enc.vector(imports))
             + enc.section(enc.Section.FUNCTION, enc.vector(enc.uleb(t) for t in type_indices))
             + enc.section(enc.Section.GLOBAL, enc.vector(globals_))
-            + enc.section(enc.Section.EXPORT, enc.vector(exports))
+            + enc.section(enc.Section.EXPORT, enc.vector([export]))
             + enc.section(enc.Section.CODE, enc.vector(bodies)))
 
 

@@ -19,21 +19,21 @@ import wasmtime
 from ..abi.accessor import CPU_CURRENT
 from ..buffers import Buffer, InstanceBuffers
 from ..compiler.contract import CompileError, KernelClass, KernelPlan
-from ..compiler.cpukernel import (BUFFER_MEMORY, F16_IMPORTS, GUEST_MEMORY, IMPORT_MODULE, JOIN_EXPORT, RUN_EXPORT,
-                                  STACK_POINTER, WORK_EXPORT, CpuKernelModule, cpu_kernel_module)
+from ..compiler.cpukernel import (BUFFER_MEMORY, F16_IMPORTS, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, STACK_POINTER,
+                                  CpuKernelModule, cpu_kernel_module)
+from ..compiler.cpuwork import LEAD_EXPORT
 from ..config import KernelConfig
 from ..memcopy import copy_bytes
 from . import cputhreads
 from .context import RuntimeContext
 from .cputhreads import (SHARED_PAGES, QueueCalls, Schedule, WorkerStores, chunk_size, cpu_thread_count, host_pool,
-                         mark, pieces, queue_calls, run_piece, thread_count, threaded)
+                         kernel_calls, mark, pieces, run_piece, thread_count, threaded)
 from .engine import first_line
 
 if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from .module import Module
 
 _ELIGIBLE = KernelClass.ELIGIBLE
-_EXPORTS = (RUN_EXPORT, WORK_EXPORT, JOIN_EXPORT)
 _TABLE_DTYPE = np.dtype("<u4")
 
 
@@ -90,8 +90,9 @@ class CpuKernelRunner:
         self._guest_memory = guest_memory
         self._runs: dict[int, QueueCalls] = {}
         self.threads = cpu_thread_count(ctx.config.cpu_threads)
-        self._workers = WorkerStores(ctx.engine, accessor) \
+        self._workers = WorkerStores(ctx.engine, accessor, RUN_EXPORT) \
             if isinstance(accessor, wasmtime.SharedMemory) and self.threads > 1 else None
+        self._tags: dict[int, int] = {}  # kernel ID -> its tag in the work queue (cpuwork.py; 0 recalls)
         # A limit that can interrupt any run (limits' call_timeout, fuel): outputs are always kept to restore.
         self._saved = SavedOutputs()
         self._interruptible = any(getattr(ctx.config, name, None) is not None for name in ("call_timeout", "fuel"))
@@ -112,7 +113,10 @@ class CpuKernelRunner:
                 else:
                     externs.append(self._guest_global(kernel.record.stack_pointer))
             inst = wasmtime.Instance(self._store, kernel.compiled, externs)  # type: ignore[arg-type]
-            found = self._runs[kernel.record.kernel_id] = queue_calls(inst, self._store, *_EXPORTS)
+            shared = self._accessor if isinstance(self._accessor, wasmtime.SharedMemory) else None
+            driver = host_pool(self._ctx).driver if self._workers is not None and not _alone(kernel.record) else None
+            found = self._runs[kernel.record.kernel_id] = kernel_calls(self._store, inst, RUN_EXPORT, driver, shared,
+                                                                       LEAD_EXPORT)
         return found
 
     def run(self, kernel: CompiledCpuKernel, buffers: InstanceBuffers, bound: dict[int, Buffer],
@@ -131,8 +135,7 @@ class CpuKernelRunner:
         mark("staged")
         stack = self._guest_global(rec.stack_pointer) if rec.stack_pointer >= 0 else None
         stack_at = stack.value(self._store) if isinstance(stack, wasmtime.Global) else None
-        alone = rec.guest_memory >= 0 or rec.f16 or self._workers is None  # what only the guest's own store reaches
-        n = 1 if alone else thread_count(count, self.threads)
+        n = 1 if _alone(rec) or calls.lead is None else thread_count(count, self.threads)
         trapped = run_piece(calls.run, 0, count) if n == 1 else self._threaded(kernel, buffers, calls, count, n)
         mark("joined")
         if trapped:
@@ -149,20 +152,24 @@ class CpuKernelRunner:
     def _threaded(self, kernel: CompiledCpuKernel, buffers: InstanceBuffers, calls: QueueCalls, count: int,
                   n: int) -> str:
         """The range on n threads (this one and n - 1 of the Host's pool): the first trap's line or ""."""
-        assert self._workers is not None
-        rec = kernel.record
+        assert self._workers is not None and calls.lead is not None
         pool = host_pool(self._ctx)
         limits = getattr(self._ctx, "guest_limits", None)  # call_timeout/fuel, where the host has them
-        queue = rec.queue and cputhreads.SCHEDULE is Schedule.QUEUE
-        split = [] if queue else pieces(count, n)
+        tag = self._tags.setdefault(kernel.record.kernel_id, len(self._tags) + 1)
         with pool.lock:
-            pool.settle()
-            others = self._workers.calls(rec.kernel_id, kernel.compiled, _EXPORTS,
-                                         n - 1 if queue else min(n, len(split)) - 1, getattr(limits, "arm", None))
+            self._workers.prepare(pool, tag, kernel.compiled, getattr(limits, "arm", None))
             mark("ready")
-            if queue:
-                return pool.run_queue([calls, *others], buffers.view(), count, chunk_size(count, n))
-            return pool.run([calls.run, *(c.run for c in others)], split)
+            if cputhreads.SCHEDULE is Schedule.QUEUE:
+                return pool.run_queue(self._workers, tag, calls.lead, n, count, chunk_size(count, n), buffers.view(),
+                                      once=self._interruptible)
+            split = pieces(count, n)
+            pool.settle()
+            return pool.run([calls.run, *self._workers.runs(min(n, len(split)) - 1, tag)], split)
+
+
+def _alone(rec: CpuKernelModule) -> bool:
+    """What only the guest's own store reaches: its memory (loads, a shadow stack), the accessor's F16 conversions."""
+    return rec.guest_memory >= 0 or rec.f16
 
 
 def write_table(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer]) -> None:

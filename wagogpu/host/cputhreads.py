@@ -1,21 +1,24 @@
 """Threads for CPU kernels (Config.cpu_threads): the index range split across threads that run
 Wasm with the GIL released.
 
-Why this design: a wasmtime Store runs on one thread at a time, so each thread has a Store of its
-own with its own instance of the kernel's CPU module; they reach the same bytes because the
-instance's accessor memory is then a shared memory (Wasm threads), made so when the Host is
-configured for more than one thread. The calling thread works too, in the guest's store. Calls go
-through wasmtime's unchecked C entry point via cffi, which releases the GIL for the call. The GPU
-compiler proved that no written slot is read at another element, so any split gives the bytes one
-thread gives. Kernels that load guest memory run on one thread: the guest's own memory is not
-shared.
+Why this design: a wasmtime Store runs on one thread at a time, so each pool thread has a Store of
+its own (per guest instance) with its own instance of the kernel's CPU module; they reach the same
+bytes because the instance's accessor memory is then a shared memory (Wasm threads), made so when
+the Host is configured for more than one thread. The dispatching thread works too, in the guest's
+store. Calls go through wasmtime's unchecked C entry point via cffi, which releases the GIL for the
+call. The GPU compiler proved that no written slot is read at another element, so any split gives
+the bytes one thread gives. Kernels that load guest memory or convert F16 run on one thread: the
+guest's own memory and the accessor's conversions are not shared.
 
-The range is shared out in Wasm (compiler/cpuwork.py, Schedule.QUEUE): each thread makes one call
-that takes small chunks with an atomic add, and the calling thread returns once every element is
-done, not once every thread is back in Python; the next run first waits for that (settle), so no
-thread of one run can take from the next run's queue or use a store the next run arms. The Python
-queue of pieces it replaced (Schedule.PIECES: a GIL round trip per piece) stays for the bench that
-compares them (bench/cpu_threads.py) and for modules without the queue.
+Schedule.QUEUE (compiler/cpuwork.py): a pool thread calls its store's `serve` once and stays in
+Wasm, waiting for each dispatch of the same kernel of the same instance (LINGER_NS at most between
+two), so a dispatch costs the pool threads no Python at all: the dispatching thread's `lead` wakes
+them through the shared memory and returns once every element is done. A thread serving something
+else is recalled first (the other memory's `recall`); with a limit that can interrupt any run
+(call_timeout, fuel: each run arms every store) a thread serves one dispatch and returns. A trap
+sets the stop word; then every thread of that memory is recalled and back before anything is
+restored. Schedule.PIECES is the Python queue of pieces it replaced (a GIL round trip per piece,
+one thread woken at a time), kept for bench/cpu_threads.py, which measures the two side by side.
 """
 from __future__ import annotations
 
@@ -23,14 +26,15 @@ import enum
 import os
 import threading
 import time
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Iterator
 
 import numpy as np
 import wasmtime
 
-from ..abi.accessor import KERNEL_DONE_OFFSET, KERNEL_NEXT_OFFSET, KERNEL_STOP_OFFSET
+from ..abi.accessor import KERNEL_GEN_OFFSET, KERNEL_STOP_OFFSET
+from ..compiler.cpuwork import DRIVER_WAT, LEAD_EXPORT, RECALL_EXPORT, RECALL_WAT, SERVE_EXPORT
 from ..config import Config
 from ._wasmtime import export_call
 from .context import RuntimeContext
@@ -40,7 +44,9 @@ PIECES_PER_THREAD = 4
 MIN_PIECE = 32768  # elements per thread below which another thread costs more than it saves (a wake is ~10-50 us)
 CHUNKS_PER_THREAD = 16  # the queue's chunks: small enough to even out uneven work, large next to an atomic add
 MIN_CHUNK = 4096
-JOIN_WAIT_NS = 1_000_000  # join's wait between looks at the stop word (a trap is noticed within this)
+JOIN_WAIT_NS = 1_000_000  # lead's wait between looks at the stop word (a trap is noticed within this)
+LINGER_NS = 50_000_000  # how long a pool thread waits in Wasm for the next dispatch before it returns
+ONCE_WAIT_NS = 10_000_000  # with limits (one dispatch per start): how long it waits for that one to be published
 SHARED_PAGES = 65536  # the shared accessor memory's maximum (4 GiB of address space, reserved not used)
 
 Run = Callable[..., object]
@@ -92,7 +98,7 @@ def threaded(config: Config) -> bool:
 
 def host_pool(ctx: RuntimeContext) -> WorkerPool:
     if ctx.cpu_pool is None:
-        ctx.cpu_pool = WorkerPool(cpu_thread_count(ctx.config.cpu_threads))
+        ctx.cpu_pool = WorkerPool(cpu_thread_count(ctx.config.cpu_threads), ctx.engine)
     pool: WorkerPool = ctx.cpu_pool
     return pool
 
@@ -117,17 +123,20 @@ def pieces(count: int, threads: int) -> list[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class QueueCalls:
-    """A kernel's calls in one store: run(start, end), and the queue's work(end, chunk), join(end, ns)."""
+    """A kernel's calls in one store: its run(start, end), and the driver's serve (a pool thread's
+    store) or lead (the guest's store) over it."""
 
     run: Run
-    work: Run | None
-    join: Run | None
+    serve: Run | None = None
+    lead: Run | None = None
 
 
 class _Worker:
     """One pool thread: runs the job it is handed, then says so. Handing a job over is a lock
     release (a futex wake, about a microsecond of this thread's time), where an executor's
-    submit costs this thread several microseconds of Python per job, before its own share starts."""
+    submit costs this thread several microseconds of Python per job, before its own share starts.
+    `serving` is what its Schedule.QUEUE job serves ((the instance's stores, kernel tag)) and
+    `recall` what sends it back; `trap` the first line of the trap it ended with."""
 
     def __init__(self, name: str) -> None:
         self._go = threading.Lock()
@@ -136,8 +145,15 @@ class _Worker:
         self._job: Callable[[], None] | None = None
         self._error: BaseException | None = None
         self.busy = False
+        self.serving: tuple[object, int] | None = None
+        self.recall: Callable[[], object] | None = None
+        self.trap = ""
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
+
+    def running(self) -> bool:
+        """Whether its job is still under way (a serving thread waiting in Wasm is)."""
+        return self.busy and self._idle.locked()
 
     def start(self, job: Callable[[], None]) -> None:
         self.wait()
@@ -152,13 +168,22 @@ class _Worker:
             return
         with self._idle:
             self.busy = False
+        self.serving = self.recall = None
         error, self._error = self._error, None
         if error is not None:
             raise error
 
+    def send_back(self) -> None:
+        """Recall a serving job (it returns within a futex wake), then wait for it."""
+        try:
+            if self.running() and self.recall is not None:
+                self.recall()
+        finally:
+            self.wait()
+
     def stop(self) -> None:
         try:
-            self.wait()
+            self.send_back()
         except BaseException:  # noqa: BLE001 - a job's error is its run's; the stopping Host has no run left
             pass
         self._job = None
@@ -179,18 +204,21 @@ class _Worker:
 
 
 class WorkerPool:
-    """One Host's CPU-kernel threads (made on the first threaded run, stopped with the Host). One
-    run at a time (a lock): the threads are the Host's, whichever instance dispatches."""
+    """One Host's CPU-kernel threads (made on the first threaded run, stopped with the Host), and
+    the queue's driver modules, compiled once. One run at a time (the lock): the threads are the
+    Host's, whichever instance dispatches."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, engine: wasmtime.Engine) -> None:
         self.threads = threads
         self._workers = [_Worker(f"wagogpu-cpu-{i + 1}") for i in range(threads - 1)]
         self.lock = threading.Lock()
+        self.driver = wasmtime.Module(engine, DRIVER_WAT)
+        self.recaller = wasmtime.Module(engine, RECALL_WAT)
 
     def settle(self) -> None:
-        """Wait until every thread of the last run is back (its elements were done already)."""
+        """Every pool thread back in Python, serving nothing."""
         for w in self._workers:
-            w.wait()
+            w.send_back()
 
     def run(self, runs: list[Run], work: list[tuple[int, int]]) -> str:
         """Schedule.PIECES: the pieces of `work`, taken in turn by one thread per run (runs[0] on
@@ -207,39 +235,46 @@ class WorkerPool:
         self.settle()
         return traps[0] if traps else ""
 
-    def run_queue(self, calls: list[QueueCalls], memory: np.ndarray, count: int, chunk: int) -> str:
-        """Schedule.QUEUE: every store's work(count, chunk) at once (calls[0] on this thread), then
-        join on this thread; the first line of the first trap, "" when every element was done.
-        `memory` is the shared accessor memory (its queue words are reset here). The other threads
-        may still be on their way back to Python when this returns: the next run settles them."""
-        self.settle()
-        memory[KERNEL_NEXT_OFFSET:KERNEL_NEXT_OFFSET + 8].view(np.uint64)[0] = 0
-        done = memory[KERNEL_DONE_OFFSET:KERNEL_DONE_OFFSET + 4].view(np.uint32)
+    def run_queue(self, stores: WorkerStores, tag: int, lead: Run, n: int, count: int, chunk: int,
+                  memory: np.ndarray, once: bool) -> str:
+        """Schedule.QUEUE: one generation of `count` elements for kernel `tag` of `stores`'
+        instance, led by this thread (calls[0]) with n - 1 pool threads serving it (those already
+        serving it take part as they are; the rest are started). The first line of the first trap,
+        "" when every element was done. `memory` is the shared accessor memory."""
         stop = memory[KERNEL_STOP_OFFSET:KERNEL_STOP_OFFSET + 4].view(np.uint32)
-        done[0] = stop[0] = 0
-        traps: list[str] = []
-        for i, (c, worker) in enumerate(zip(calls[1:], self._workers)):
-            worker.start(partial(_work, c.work, count, chunk, stop, traps, i + 1))
-        mark("launched")
-        _work(calls[0].work, count, chunk, stop, traps, 0)
-        mark("main_done")
-        if not traps:
-            join = calls[0].join
-            assert join is not None
-            try:
-                finished = join(count, JOIN_WAIT_NS)
-            except wasmtime.Trap as exc:  # a limit (call_timeout, fuel) interrupted the wait
-                traps.append(first_line(exc) or "trap")
-                stop[0] = 1
-                finished = 0
-            if finished:
-                return ""
-        self.settle()
+        mine = (stores, tag)
+        starting = [i for i, w in enumerate(self._workers[:n - 1]) if once or not w.running() or w.serving != mine]
+        for i in starting:
+            self._workers[i].send_back()
+        first = (int(memory[KERNEL_GEN_OFFSET:KERNEL_GEN_OFFSET + 4].view(np.uint32)[0]) + 1) & 0xFFFFFFFF
+        for i in starting:
+            w, calls = self._workers[i], stores.calls_at(i, tag)
+            w.start(partial(_serve, calls.serve, tag, first, once, stop, w, i + 1))
+            w.serving, w.recall = mine, stores.recall
+        mark("launched", 0, len(starting))
+        trapped = ""
+        try:
+            ran = int(lead(tag, count, chunk, JOIN_WAIT_NS))  # type: ignore[call-overload]
+        except wasmtime.Trap as exc:  # its own chunk, or a limit (call_timeout, fuel) in its wait
+            trapped, ran = first_line(exc) or "trap", -1
+            stop[0] = 1
+        mark("main_done", 0, max(ran, 0))
+        if ran >= 0:
+            return ""
+        stores.recall()  # every thread of this memory back before the caller restores anything
+        traps = [trapped] if trapped else []
+        for w in self._workers:
+            if w.serving is not None and w.serving[0] is stores:
+                w.wait()
+            if w.trap:
+                traps.append(w.trap)
+                w.trap = ""
         return traps[0] if traps else "stopped"
 
     def close(self) -> None:
-        for w in self._workers:
-            w.stop()
+        with self.lock:
+            for w in self._workers:
+                w.stop()
 
 
 def _drain(run: Run, queue: Iterator[tuple[int, int]], traps: list[str], worker: int) -> None:
@@ -254,21 +289,21 @@ def _drain(run: Run, queue: Iterator[tuple[int, int]], traps: list[str], worker:
     mark("finish", worker)
 
 
-def _work(work: Run | None, count: int, chunk: int, stop: np.ndarray, traps: list[str], worker: int) -> None:
-    """One thread's share of a Schedule.QUEUE run; a trap sets the stop word, since the trapped
-    call cannot (the other threads then take no more chunks and join returns)."""
-    assert work is not None
-    mark("wake", worker)
-    elements = 0
+def _serve(serve: Run | None, tag: int, first: int, once: bool, stop: np.ndarray, worker: _Worker,
+           index: int) -> None:
+    """A pool thread's Schedule.QUEUE job; a trap sets the stop word, since the trapped call
+    cannot (the other threads then take no more chunks and lead returns)."""
+    assert serve is not None
+    mark("wake", index)
     try:
-        elements = int(work(count, chunk))  # type: ignore[call-overload]
+        serve(tag, first, ONCE_WAIT_NS if once else LINGER_NS, int(once))
     except wasmtime.Trap as exc:
-        traps.append(first_line(exc) or "trap")
+        worker.trap = first_line(exc) or "trap"
         stop[0] = 1
     except BaseException:
         stop[0] = 1
         raise
-    mark("finish", worker, elements)
+    mark("finish", index)
 
 
 def run_piece(run: Run, start: int, end: int) -> str:
@@ -279,49 +314,78 @@ def run_piece(run: Run, start: int, end: int) -> str:
     return ""
 
 
-def queue_calls(inst: wasmtime.Instance, store: wasmtime.Store, run_export: str, work_export: str,
-                join_export: str) -> QueueCalls:
-    exports = inst.exports(store)
-    calls: list[Run | None] = []
-    for name in (run_export, work_export, join_export):
-        func = exports.get(name)
-        calls.append(export_call(func, store, name) if isinstance(func, wasmtime.Func) else None)
-    run = calls[0]
-    assert run is not None
-    return QueueCalls(run, calls[1], calls[2])
+def _call(inst: wasmtime.Instance, store: wasmtime.Store, name: str) -> Run:
+    func = inst.exports(store)[name]
+    assert isinstance(func, wasmtime.Func)
+    return export_call(func, store, name)
+
+
+def kernel_calls(store: wasmtime.Store, kernel: wasmtime.Instance, run_export: str, driver: wasmtime.Module | None,
+                 memory: wasmtime.SharedMemory | None, export: str) -> QueueCalls:
+    """A kernel instance's run call, and with a driver the driver's `export` (serve or lead) over it."""
+    run = _call(kernel, store, run_export)
+    if driver is None or memory is None:
+        return QueueCalls(run)
+    func = kernel.exports(store)[run_export]
+    inst = wasmtime.Instance(store, driver, [memory, func])
+    queued = _call(inst, store, export)
+    return QueueCalls(run, serve=queued) if export == SERVE_EXPORT else QueueCalls(run, lead=queued)
 
 
 class WorkerStores:
-    """One guest instance's worker Stores: store i runs piece i + 1; each holds an instance of
-    every kernel's CPU module that ran threaded, over the shared accessor memory."""
+    """One guest instance's pool-thread Stores: store i is pool thread i's; each holds an instance
+    of every kernel's CPU module that ran threaded (and the driver over it), over the shared
+    accessor memory; a store of its own recalls the threads serving this memory."""
 
-    def __init__(self, engine: wasmtime.Engine, memory: wasmtime.SharedMemory) -> None:
+    def __init__(self, engine: wasmtime.Engine, memory: wasmtime.SharedMemory, run_export: str) -> None:
         self._engine = engine
         self._memory = memory
+        self._run_export = run_export
         self._stores: list[wasmtime.Store] = []
         self._calls: list[dict[int, QueueCalls]] = []
+        self._kernels: dict[int, wasmtime.Module] = {}
+        self._arm: Callable[[wasmtime.Store], object] | None = None
+        self._pool: WorkerPool | None = None
+        self._recall: Run | None = None
+        self._recall_store: wasmtime.Store | None = None
 
-    def calls(self, kernel_id: int, compiled: wasmtime.Module, exports: tuple[str, str, str], n: int,
-              arm: Callable[[wasmtime.Store], object] | None = None) -> list[QueueCalls]:
-        """The kernel's calls in each of the first n worker stores (made on first use); `arm`
-        sets each store's limits for this run (the guest's call_timeout and fuel, when configured).
-        The pool must be settled (no thread of an earlier run in these stores)."""
-        while len(self._stores) < n:
+    def prepare(self, pool: WorkerPool, tag: int, compiled: wasmtime.Module,
+                arm: Callable[[wasmtime.Store], object] | None) -> None:
+        """What calls_at needs for this run: the kernel's module and the limits' arming, if any."""
+        self._pool = pool
+        self._kernels[tag] = compiled
+        self._arm = arm
+        if self._recall is None:
+            store = wasmtime.Store(self._engine)
+            self._recall = _call(wasmtime.Instance(store, pool.recaller, [self._memory]), store, RECALL_EXPORT)
+            self._recall_store = store
+
+    def recall(self) -> None:
+        """Every thread serving this memory back to Python (their store's limits do not matter:
+        the recall store's own are armed, so a fuel or epoch limit cannot stop this call)."""
+        assert self._recall is not None and self._recall_store is not None
+        if self._arm is not None:
+            self._arm(self._recall_store)
+        self._recall()
+
+    def calls_at(self, i: int, tag: int) -> QueueCalls:
+        """Kernel `tag`'s calls in store i (made on first use, armed for this run); the pool
+        thread that uses store i must be back in Python."""
+        while len(self._stores) <= i:
             self._stores.append(wasmtime.Store(self._engine))
             self._calls.append({})
-        out = []
-        for store, calls in zip(self._stores[:n], self._calls):
-            if arm is not None:
-                arm(store)
-            found = calls.get(kernel_id)
-            if found is None:
-                inst = wasmtime.Instance(store, compiled, [self._memory])
-                found = calls[kernel_id] = queue_calls(inst, store, *exports)
-            out.append(found)
-        return out
+        store = self._stores[i]
+        if self._arm is not None:
+            self._arm(store)
+        found = self._calls[i].get(tag)
+        if found is None:
+            assert self._pool is not None
+            inst = wasmtime.Instance(store, self._kernels[tag], [self._memory])
+            found = self._calls[i][tag] = kernel_calls(store, inst, self._run_export, self._pool.driver, self._memory,
+                                                       SERVE_EXPORT)
+        return found
 
-    def close(self) -> None:
-        for store in self._stores:
-            store.close()
-        self._stores.clear()
-        self._calls.clear()
+    def runs(self, n: int, tag: int) -> list[Run]:
+        """Schedule.PIECES: the kernel's run in each of the first n stores (the pool settled)."""
+        return [self.calls_at(i, tag).run for i in range(n)]
+
