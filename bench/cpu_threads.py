@@ -19,8 +19,9 @@ per (kernel, size, schedule, threads):
                (starting the threads not already waiting), wake_first/wake_last (a started
                thread's first Python after launch), main (this thread's lead: publish, its own
                chunks, the wait for the rest; pieces: its share), join (its end -> every element
-               done), commit (versions, or the restore), outside (the dispatch call less the run:
-               checks, residency, snapshot).
+               done), commit (versions, or the restore), run (begin to end: all of the above),
+               outside (the timed call less the run: the dispatch's checks, residency and
+               snapshot; for Mandelbrot also the guest's own work around its dispatch).
 Every output is checked outside the timers, bit for bit against the 1-thread host's.
 """
 from __future__ import annotations
@@ -54,7 +55,7 @@ def phases(events: list[Event], dispatch_ns: int) -> dict[str, float]:
     out = {"stage": us(at["begin"], at["staged"]), "ready": us(at["staged"], at.get("ready", at["staged"])),
            "launch": us(at.get("ready", at["staged"]), launched), "main": us(launched, main_done),
            "join": us(main_done, at["joined"]), "commit": us(at["joined"], at["end"]),
-           "outside": dispatch_ns / 1e3 - us(at["begin"], at["end"])}
+           "run": us(at["begin"], at["end"]), "outside": dispatch_ns / 1e3 - us(at["begin"], at["end"])}
     if wakes:
         out["wake_first"], out["wake_last"] = us(launched, min(wakes)), us(launched, max(wakes))
         out["finish_skew"] = us(main_done, max(finishes)) if finishes else 0.0
@@ -71,39 +72,43 @@ def started(events: list[Event]) -> int:
     return sum(elements for e, w, _ns, elements in events if e == "launched" and w == 0)
 
 
-def measure(call: Callable[[], Any], host: Host, repeats: int, count: int) -> dict[str, Any]:
-    """Untraced dispatch times (warm: the pool's threads wait in Wasm between them), the same with
-    the pool recalled before each (every thread started from Python, untimed recall), then the
-    median phases of as many traced warm repeats."""
-    call()  # warm: stores, instances, pages
-    times = []
+def _once(call: Callable[[], Any]) -> float:
+    t0 = time.perf_counter_ns()
+    call()
+    return (time.perf_counter_ns() - t0) / 1e9
+
+
+def measure_all(calls: dict[int, Callable[[], Any]], hosts: dict[int, Host], repeats: int,
+                count: int) -> dict[int, dict[str, Any]]:
+    """Per thread count: warm dispatch times (after an untimed one, so the pool's threads wait in
+    Wasm for it as in a loop), the same with the pool recalled first (every thread started from
+    Python; the recall untimed), and the median phases of traced warm dispatches. The thread
+    counts take turns in every repeat, so a change in the host's speed meets them all alike."""
+    got: dict[int, dict[str, Any]] = {t: {"times": [], "restarted": [], "per": {}, "starts": [], "mains": []}
+                                      for t in calls}
+    for call in calls.values():
+        call()  # stores, instances, pages
     for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        call()
-        times.append((time.perf_counter_ns() - t0) / 1e9)
-    pool = host.context.cpu_pool
-    restarted = []
-    for _ in range(repeats if pool is not None else 0):
-        with pool.lock:
-            pool.settle()
-        t0 = time.perf_counter_ns()
-        call()
-        restarted.append((time.perf_counter_ns() - t0) / 1e9)
-    per: dict[str, list[float]] = {}
-    starts: list[int] = []
-    mains: list[float] = []
-    for _ in range(repeats):
-        cputhreads.TRACE = trace = Trace()
-        t0 = time.perf_counter_ns()
-        call()
-        elapsed = time.perf_counter_ns() - t0
-        cputhreads.TRACE = None
-        for k, v in phases(trace.events, elapsed).items():
-            per.setdefault(k, []).append(v)
-        starts.append(started(trace.events))
-        mains.append(main_share(trace.events, count))
-    return {"times": times, "restarted": restarted, "phase_us": {k: round(statistics.median(v), 1) for k, v in per.items()},
-            "started": statistics.median(starts), "main_share": round(statistics.median(mains), 4)}
+        for t, call in calls.items():
+            g, pool = got[t], hosts[t].context.cpu_pool
+            call()
+            g["times"].append(_once(call))
+            if pool is not None:
+                with pool.lock:
+                    pool.settle()
+                g["restarted"].append(_once(call))
+                call()
+            cputhreads.TRACE = trace = Trace()
+            elapsed = _once(call)
+            cputhreads.TRACE = None
+            for k, v in phases(trace.events, int(elapsed * 1e9)).items():
+                g["per"].setdefault(k, []).append(v)
+            g["starts"].append(started(trace.events))
+            g["mains"].append(main_share(trace.events, count))
+    return {t: {"times": g["times"], "restarted": g["restarted"],
+                "phase_us": {k: round(statistics.median(v), 1) for k, v in g["per"].items()},
+                "started": statistics.median(g["starts"]), "main_share": round(statistics.median(g["mains"]), 4)}
+            for t, g in got.items()}
 
 
 def hosts_for(threads: list[int], kernels: list[Any]) -> dict[int, Host]:
@@ -140,9 +145,10 @@ def elementwise(names: list[str], sizes: list[int], threads: list[int], schedule
                 for schedule in schedules:
                     cputhreads.SCHEDULE = schedule
                     one, want = 0.0, None
+                    calls = {t: (lambda inst=inst: inst.call("dispatch", kernel_id, n)) for t, inst in insts.items()}
+                    measured = measure_all(calls, hosts, repeats, n)
                     for t, inst in insts.items():
-                        call = lambda inst=inst: inst.call("dispatch", kernel_id, n)  # noqa: E731
-                        m = measure(call, hosts[t], repeats, n)
+                        m = measured[t]
                         last = hosts[t].buffer_snapshot().last_dispatch
                         assert inst.call("fetch", n) == 0
                         got = inst.memory_view()[4 * n:8 * n].tobytes()
@@ -173,9 +179,10 @@ def mandelbrot(sizes: list[tuple[int, int]], threads: list[int], schedules: list
             for schedule in schedules:
                 cputhreads.SCHEDULE = schedule
                 one, want = 0.0, None
+                calls = {t: (lambda inst=inst: inst.call("render_loop", width, height, 64)) for t, inst in insts.items()}
+                measured = measure_all(calls, hosts, repeats, n)
                 for t, inst in insts.items():
-                    call = lambda inst=inst: inst.call("render_loop", width, height, 64)  # noqa: E731
-                    m = measure(call, hosts[t], repeats, n)
+                    m = measured[t]
                     last = hosts[t].buffer_snapshot().last_dispatch
                     got = inst.read_memory(inst.call("counts_ptr"), 4 * n)
                     want = got if want is None else want
