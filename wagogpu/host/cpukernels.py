@@ -5,7 +5,9 @@ in the instance's own store, over its accessor memory (and the guest memory its 
 The GPU's dispatch contract holds here too: a kernel that may trap gets a copy of every written
 buffer's first `count` elements before it runs, put back when it traps, so a trap publishes
 nothing; a run that finishes marks each written buffer written on the CPU (version + 1, the GPU
-copy stale) as one committed write.
+copy stale) as one committed write. An output the kernel replaces whole (replaced_slots) is not
+read back from the GPU first: its stale CPU copy is neither kept nor restored, since a trap leaves
+it stale and the GPU's version the buffer's.
 """
 from __future__ import annotations
 
