@@ -147,6 +147,29 @@ def test_division_by_zero_restores_the_read_write_buffer(hosts):
     same_as_runner(hosts, "divide", [np.arange(-500, 500, dtype=np.int32) | 1])
 
 
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_trap_zeroes_a_fresh_output_back(threads):
+    """An output never written since it was created (version 1: its zeros) is not kept but zeroed
+    back on a trap; one written before is put back as it was."""
+    n = 100_000
+    index = np.arange(n, dtype=np.int32) % 64
+    index[n - 7] = 1 << 20  # a gather past the end, after the other elements were written
+    table = np.arange(n, dtype=np.float32) + 0.5  # (every bound buffer holds count elements)
+    with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=threads)) as host:
+        g = Guest(host, kernels=WAT_KERNELS, extra=EXTRA)
+        idx, src, fresh, old = (g.create(t, n) for t in (E.I32, E.F32, E.F32, E.F32))
+        g.inst.write_buffer(idx, index)
+        g.inst.write_buffer(src, table)
+        g.inst.write_buffer(old, np.full(n, 7.0, np.float32))
+        for out, want in ((fresh, np.zeros(n, np.float32)), (old, np.full(n, 7.0, np.float32))):
+            version = g.version(out)
+            g.bind(idx, src, out)
+            assert g.dispatch(IDS["gather"], n) == 1
+            assert str(host.buffer_snapshot().last_dispatch.reason_code) == "KERNEL_TRAP"
+            assert g.version(out) == version and np.array_equal(g.inst.read_buffer(out), want)
+        assert g.version(fresh) == 1
+
+
 def test_loops_within_and_past_their_budget(hosts):
     same_as_runner(hosts, "loop", [np.arange(1000, dtype=np.int32), np.zeros(1000, np.int32)])
     long = np.zeros(4, dtype=np.int32)

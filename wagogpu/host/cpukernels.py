@@ -193,30 +193,39 @@ def replaced_slots(plan: KernelPlan, bound: dict[int, Buffer], count: int) -> fr
 class SavedOutputs:
     """The bytes a trap must put back: each written buffer's first `count` elements, where its CPU
     copy is current (a stale one, left so by replaced_slots, stays stale on a trap: nothing to
-    keep). They go to one scratch array kept across runs (a fresh one per run paid its page faults
-    every time: about a page fault per 4 KiB) by memcopy's copies, split over threads when large."""
+    keep). A buffer at version 1 holds the zeros it was created with (every store is a new
+    version: docs/design/abi.md §4), so it is zeroed back instead of kept. The rest go to one
+    scratch array kept across runs (a fresh one per run may pay its page faults every time) by
+    memcopy's copies, split over threads when large."""
 
     def __init__(self) -> None:
         self._scratch = np.empty(0, np.uint8)
-        self.kept: list[tuple[int, int, int]] = []  # (slot, offset in the scratch, bytes)
+        self.kept: list[tuple[int, int, int]] = []  # (slot, offset in the scratch or -1 for zeros, bytes)
 
     def save(self, buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer], count: int) -> None:
         self.kept = []
         total = 0
         for s in rec.write_slots:
-            if bound[s].record.flags & CPU_CURRENT:
-                self.kept.append((s, total, count * bound[s].stored_bytes))
-                total += count * bound[s].stored_bytes
+            record = bound[s].record
+            if record.flags & CPU_CURRENT:
+                size = count * bound[s].stored_bytes
+                fresh = record.version == 1
+                self.kept.append((s, -1 if fresh else total, size))
+                total += 0 if fresh else size
         if total > self._scratch.size:
             self._scratch = np.empty(total, np.uint8)
         base = self._scratch.ctypes.data
         for s, offset, size in self.kept:
-            copy_bytes(base + offset, buffers.cpu_address(bound[s]), size)
+            if offset >= 0:
+                copy_bytes(base + offset, buffers.cpu_address(bound[s]), size)
 
     def restore(self, buffers: InstanceBuffers, bound: dict[int, Buffer]) -> None:
         base = self._scratch.ctypes.data
         for s, offset, size in self.kept:
-            copy_bytes(buffers.cpu_address(bound[s]), base + offset, size)
+            if offset < 0:
+                buffers.cpu_bytes(bound[s])[:size] = 0
+            else:
+                copy_bytes(buffers.cpu_address(bound[s]), base + offset, size)
 
     def clear(self) -> None:
         self.kept = []
