@@ -2,12 +2,13 @@
 schedules (the Wasm queue and the Python pieces it replaced), side by side in one run.
 
 python -m bench.cpu_threads [--sizes 1000000,10000000] [--threads 1,2,4,8,16] [--kernels poly32,hash]
-                            [--schedules queue,pieces] [--mandelbrot 2560x1440] [--repeats 7] > FILE.jsonl
+                            [--schedules queue,pieces] [--spins 0,100000] [--mandelbrot 2560x1440]
+                            [--repeats 7] > FILE.jsonl
 
 Kernels poly32 and hash are bench/cpu_kernels.py's (CPU-only hosts, buffers resident in the shared
 accessor memory, so a dispatch's transfers are the staging copies alone); Mandelbrot is
 examples/guests/mandelbrot.wasm's render_loop (one dispatch of its loop kernel). One JSONL record
-per (kernel, size, schedule, threads):
+per (kernel, size, schedule, spin_looks, threads):
   dispatch_ms  median wall time of the guest's dispatch call, untraced (what the speed-up uses);
   speedup      the 1-thread dispatch's median over this one; efficiency = speedup / threads;
   restarted_ms the same dispatch with the pool recalled before each (its threads started from
@@ -39,7 +40,7 @@ from bench.cpu_kernels import KERNELS, guest_wat, kernel_config
 from bench.mandelbrot import GUEST as MANDEL_GUEST, MANDEL, STEP
 from wagogpu import Config, Host
 from wagogpu.host import cputhreads
-from wagogpu.host.cputhreads import Schedule, Trace
+from wagogpu.host.cputhreads import SPIN_LOOKS, Schedule, Trace
 
 Event = tuple[str, int, int, int]
 
@@ -115,19 +116,33 @@ def hosts_for(threads: list[int], kernels: list[Any]) -> dict[int, Host]:
     return {t: Host(Config(kernels=kernels, disabled=True, cpu_kernels=True, cpu_threads=t)) for t in threads}
 
 
-def emit_one(base: dict[str, Any], schedule: Schedule, t: int, m: dict[str, Any], one: float, ok: bool) -> float:
+Variant = tuple[Schedule, int]  # the schedule, and its pool threads' SPIN_LOOKS (queue)
+
+
+def use(variant: Variant, hosts: dict[int, Host]) -> None:
+    """Every later run on `variant`: each pool's threads back first (they read SPIN_LOOKS when started)."""
+    cputhreads.SCHEDULE, cputhreads.SPIN_LOOKS = variant
+    for h in hosts.values():
+        pool = h.context.cpu_pool
+        if pool is not None:
+            with pool.lock:
+                pool.settle()
+
+
+def emit_one(base: dict[str, Any], variant: Variant, t: int, m: dict[str, Any], one: float, ok: bool) -> float:
+    schedule, spins = variant
     times, restarted = m["times"], m["restarted"]
     med = statistics.median(times)
     one = one or med
     cold = statistics.median(restarted) if restarted else med
-    emit({**base, "schedule": schedule.value, "threads": t, "dispatch_ms": med * 1e3, "min_ms": min(times) * 1e3,
+    emit({**base, "schedule": schedule.value, "spin_looks": spins, "threads": t, "dispatch_ms": med * 1e3, "min_ms": min(times) * 1e3,
           "runs": len(times), "speedup": one / med, "efficiency": one / med / t, "restarted_ms": cold * 1e3,
           "restarted_speedup": one / cold, "phase_us": m["phase_us"], "started": m["started"], "main_share": m["main_share"],
           "checked": ok})
     return one
 
 
-def elementwise(names: list[str], sizes: list[int], threads: list[int], schedules: list[Schedule], repeats: int,
+def elementwise(names: list[str], sizes: list[int], threads: list[int], schedules: list[Variant], repeats: int,
                 env: dict[str, Any]) -> int:
     hosts = hosts_for(threads, [kernel_config(KERNELS[n][0], n) for n in names])
     failures = 0
@@ -143,7 +158,7 @@ def elementwise(names: list[str], sizes: list[int], threads: list[int], schedule
                 kernel_id = KERNELS[name][0]
                 base = {"bench": "cpu_threads", "kernel": name, "elements": n, **env}
                 for schedule in schedules:
-                    cputhreads.SCHEDULE = schedule
+                    use(schedule, hosts)
                     one, want = 0.0, None
                     calls = {t: (lambda inst=inst: inst.call("dispatch", kernel_id, n)) for t, inst in insts.items()}
                     measured = measure_all(calls, hosts, repeats, n)
@@ -159,13 +174,13 @@ def elementwise(names: list[str], sizes: list[int], threads: list[int], schedule
             for inst in insts.values():
                 assert inst.call("teardown") == 0
     finally:
-        cputhreads.SCHEDULE = Schedule.QUEUE
+        use((Schedule.QUEUE, SPIN_LOOKS), hosts)
         for h in hosts.values():
             h.close()
     return failures
 
 
-def mandelbrot(sizes: list[tuple[int, int]], threads: list[int], schedules: list[Schedule], repeats: int,
+def mandelbrot(sizes: list[tuple[int, int]], threads: list[int], schedules: list[Variant], repeats: int,
                env: dict[str, Any]) -> int:
     hosts = hosts_for(threads, [STEP, MANDEL])
     failures = 0
@@ -177,7 +192,7 @@ def mandelbrot(sizes: list[tuple[int, int]], threads: list[int], schedules: list
             base = {"bench": "cpu_threads", "kernel": "mandelbrot", "elements": n, "width": width, "height": height,
                     **env}
             for schedule in schedules:
-                cputhreads.SCHEDULE = schedule
+                use(schedule, hosts)
                 one, want = 0.0, None
                 calls = {t: (lambda inst=inst: inst.call("render_loop", width, height, 64)) for t, inst in insts.items()}
                 measured = measure_all(calls, hosts, repeats, n)
@@ -190,7 +205,7 @@ def mandelbrot(sizes: list[tuple[int, int]], threads: list[int], schedules: list
                     failures += not ok
                     one = emit_one(base, schedule, t, m, one, ok)
     finally:
-        cputhreads.SCHEDULE = Schedule.QUEUE
+        use((Schedule.QUEUE, SPIN_LOOKS), hosts)
         for h in hosts.values():
             h.close()
     return failures
@@ -204,9 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", default="queue,pieces")
     parser.add_argument("--mandelbrot", default="2560x1440", help="WxH,...; empty: skip")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--spins", default=f"0,{SPIN_LOOKS}", help="the queue's SPIN_LOOKS values to compare")
     args = parser.parse_args(argv)
     threads = sorted({1, *(int(t) for t in args.threads.split(","))})
-    schedules = [Schedule(s) for s in args.schedules.split(",")]
+    spins = [int(v) for v in args.spins.split(",")]
+    schedules: list[Variant] = [(Schedule(s), n) for s in args.schedules.split(",")
+                                for n in (spins if Schedule(s) is Schedule.QUEUE else [0])]
     env = {**environment(), "cores": cputhreads.cpu_thread_count(0)}
     failures = elementwise(args.kernels.split(","), [int(s) for s in args.sizes.split(",")], threads, schedules,
                            args.repeats, env)

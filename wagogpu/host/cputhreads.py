@@ -46,6 +46,10 @@ CHUNKS_PER_THREAD = 16  # the queue's chunks: small enough to even out uneven wo
 MIN_CHUNK = 4096
 JOIN_WAIT_NS = 1_000_000  # lead's wait between looks at the stop word (a trap is noticed within this)
 LINGER_NS = 50_000_000  # how long a pool thread waits in Wasm for the next dispatch before it returns
+#: Looks at the generation word before a pool thread sleeps on it (a few hundred microseconds of
+#: one core after each dispatch, against a futex wake of tens of microseconds per thread at the
+#: next); bench/cpu_threads.py --spins compares values.
+SPIN_LOOKS = 100_000
 ONCE_WAIT_NS = 10_000_000  # with limits (one dispatch per start): how long it waits for that one to be published
 SHARED_PAGES = 65536  # the shared accessor memory's maximum (4 GiB of address space, reserved not used)
 
@@ -296,7 +300,7 @@ def _serve(serve: Run | None, tag: int, first: int, once: bool, stop: np.ndarray
     assert serve is not None
     mark("wake", index)
     try:
-        serve(tag, first, ONCE_WAIT_NS if once else LINGER_NS, int(once))
+        serve(tag, first, ONCE_WAIT_NS if once else LINGER_NS, int(once), 0 if once else SPIN_LOOKS)
     except wasmtime.Trap as exc:
         worker.trap = first_line(exc) or "trap"
         stop[0] = 1
