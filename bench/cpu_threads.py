@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", default="queue,pieces")
     parser.add_argument("--mandelbrot", default="2560x1440", help="WxH,...; empty: skip")
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--spins", default=f"0,{SPIN_LOOKS}", help="the queue's SPIN_LOOKS values to compare")
+    parser.add_argument("--spins", default=str(SPIN_LOOKS), help="the queue's SPIN_LOOKS values to compare, e.g. 0,100000")
     args = parser.parse_args(argv)
     threads = sorted({1, *(int(t) for t in args.threads.split(","))})
     spins = [int(v) for v in args.spins.split(",")]

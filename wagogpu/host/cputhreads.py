@@ -46,10 +46,11 @@ CHUNKS_PER_THREAD = 16  # the queue's chunks: small enough to even out uneven wo
 MIN_CHUNK = 4096
 JOIN_WAIT_NS = 1_000_000  # lead's wait between looks at the stop word (a trap is noticed within this)
 LINGER_NS = 50_000_000  # how long a pool thread waits in Wasm for the next dispatch before it returns
-#: Looks at the generation word before a pool thread sleeps on it (a few hundred microseconds of
-#: one core after each dispatch, against a futex wake of tens of microseconds per thread at the
-#: next); bench/cpu_threads.py --spins compares values.
-SPIN_LOOKS = 100_000
+#: Looks at the generation word before a pool thread sleeps on it, to spare it the futex wake at
+#: the next dispatch. 0: on the H200 20,000-400,000 looks changed hash at 1M on 16 threads by 3%
+#: at most (0.730-0.758 ms), within that host's noise, for a core busy after every dispatch
+#: (bench/results/h200/cpu_threads_spin.jsonl; bench/cpu_threads.py --spins compares values).
+SPIN_LOOKS = 0
 ONCE_WAIT_NS = 10_000_000  # with limits (one dispatch per start): how long it waits for that one to be published
 SHARED_PAGES = 65536  # the shared accessor memory's maximum (4 GiB of address space, reserved not used)
 
