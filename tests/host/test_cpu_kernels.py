@@ -9,6 +9,8 @@ import pytest
 import wasmtime
 
 from wagogpu import Access, BindingConfig, Config, ConfigError, ElementType, Host, KernelConfig
+from wagogpu.host import cputhreads
+from wagogpu.host.cputhreads import Schedule
 
 from ..gpu_support import Guest
 from ..guests import looped_kernel
@@ -145,6 +147,29 @@ def test_division_by_zero_restores_the_read_write_buffer(hosts):
     same_as_runner(hosts, "divide", [np.arange(-500, 500, dtype=np.int32) | 1])
 
 
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_trap_zeroes_a_fresh_output_back(threads):
+    """An output never written since it was created (version 1: its zeros) is not kept but zeroed
+    back on a trap; one written before is put back as it was."""
+    n = 100_000
+    index = np.arange(n, dtype=np.int32) % 64
+    index[n - 7] = 1 << 20  # a gather past the end, after the other elements were written
+    table = np.arange(n, dtype=np.float32) + 0.5  # (every bound buffer holds count elements)
+    with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=threads)) as host:
+        g = Guest(host, kernels=WAT_KERNELS, extra=EXTRA)
+        idx, src, fresh, old = (g.create(t, n) for t in (E.I32, E.F32, E.F32, E.F32))
+        g.inst.write_buffer(idx, index)
+        g.inst.write_buffer(src, table)
+        g.inst.write_buffer(old, np.full(n, 7.0, np.float32))
+        for out, want in ((fresh, np.zeros(n, np.float32)), (old, np.full(n, 7.0, np.float32))):
+            version = g.version(out)
+            g.bind(idx, src, out)
+            assert g.dispatch(IDS["gather"], n) == 1
+            assert str(host.buffer_snapshot().last_dispatch.reason_code) == "KERNEL_TRAP"
+            assert g.version(out) == version and np.array_equal(g.inst.read_buffer(out), want)
+        assert g.version(fresh) == 1
+
+
 def test_loops_within_and_past_their_budget(hosts):
     same_as_runner(hosts, "loop", [np.arange(1000, dtype=np.int32), np.zeros(1000, np.int32)])
     long = np.zeros(4, dtype=np.int32)
@@ -192,19 +217,72 @@ def test_bad_cpu_kernel_fields_name_the_field(field, value):
         Config(disabled=True, **{field: value})
 
 
-@pytest.mark.parametrize("threads", [1, 3, 7])
-def test_every_thread_count_gives_the_runners_bits(hosts, threads):
+@pytest.mark.parametrize("schedule", list(Schedule))
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_every_thread_count_gives_the_runners_bits(hosts, threads, schedule, monkeypatch):
+    monkeypatch.setattr(cputhreads, "SCHEDULE", schedule)
     ref, _ = hosts
-    n = 100_000  # several pieces of cputhreads.MIN_PIECE
+    n = 100_000  # several pieces of cputhreads.MIN_PIECE, many chunks of the queue
     x64 = np.random.default_rng(5).integers(0, 2 ** 63, n, dtype=np.uint64)
     x32 = np.tile(floats32(), n // 1000)
-    bad = np.arange(1, n + 1, dtype=np.int32)
-    bad[n - 7] = 0  # a trap in the last piece
+    late, early = np.arange(1, n + 1, dtype=np.int32), np.arange(1, n + 1, dtype=np.int32)
+    late[n - 7] = 0  # a trap in the last piece
+    early[5] = 0  # a trap in the first chunk, while the other threads still take theirs
     with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=threads)) as host:
         for name, inputs, expect in (("hash", [x64], "CPU"), ("fnan", [x32, np.zeros(n, np.float32)], "CPU"),
-                                     ("divide", [bad], "KERNEL_TRAP")):
+                                     ("divide", [late], "KERNEL_TRAP"), ("hash", [x64[::-1].copy()], "CPU"),
+                                     ("divide", [early], "KERNEL_TRAP"), ("divide", [np.arange(n, 0, -1, dtype=np.int32)], "CPU")):
             same_as_runner((ref, host), name, inputs, expect)
         assert (host.context.cpu_pool is not None) == (threads > 1)  # the range was split across threads
+
+
+def test_pool_threads_wait_in_wasm_for_the_next_dispatch_of_their_kernel(monkeypatch):
+    n = 3 * cputhreads.MIN_PIECE + 5  # three threads' worth: two of the pool's
+    x = np.random.default_rng(2).integers(0, 2 ** 63, n, dtype=np.uint64)
+    y = np.random.default_rng(3).uniform(-4, 4, n).astype(np.float32)
+    with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=8)) as host:
+        g = Guest(host, kernels=WAT_KERNELS, extra=EXTRA)
+        h, a, b = g.create(E.U64, n), g.create(E.F32, n), g.create(E.F32, n)
+        g.inst.write_buffer(h, x)
+        g.inst.write_buffer(a, y)
+
+        def started(kernel: str, *handles: int) -> int:
+            """The pool threads this dispatch had to start (the rest were waiting for it in Wasm)."""
+            g.bind(*handles)
+            trace = cputhreads.Trace()
+            monkeypatch.setattr(cputhreads, "TRACE", trace)
+            assert g.dispatch(IDS[kernel], n) == 0
+            monkeypatch.setattr(cputhreads, "TRACE", None)
+            (count,) = [elements for event, _w, _ns, elements in trace.events if event == "launched"]
+            return count
+
+        assert [started("hash", h), started("hash", h), started("fnan", a, b), started("fnan", a, b),
+                started("hash", h)] == [2, 0, 2, 0, 2]  # another kernel's dispatch recalls them
+        z = x
+        for _ in range(3):
+            z = z * np.uint64(0x9E3779B97F4A7C15)
+            z = z ^ (z >> np.uint64(29))
+        assert np.array_equal(g.inst.read_buffer(h), z)  # three runs in place, every element once each
+        ref = Host(Config(kernels=CONFIGS, disabled=True))
+        try:
+            want = run(ref, "fnan", [y, np.zeros(n, np.float32)])[2][1]
+        finally:
+            ref.close()
+        assert g.inst.read_buffer(b).tobytes() == want
+
+
+@pytest.mark.parametrize("limit", [{"call_timeout": 30.0}, {"fuel": 10 ** 12}])
+def test_threads_under_a_call_limit_give_the_runners_bits(hosts, limit):
+    """A limit arms every store per run, so each pool thread serves one dispatch and returns."""
+    ref, _ = hosts
+    n = 100_000
+    x64 = np.random.default_rng(6).integers(0, 2 ** 63, n, dtype=np.uint64)
+    bad = np.arange(1, n + 1, dtype=np.int32)
+    bad[n // 2] = 0
+    with Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, cpu_threads=4, **limit)) as host:
+        for name, inputs, expect in (("hash", [x64], "CPU"), ("hash", [x64[::-1].copy()], "CPU"),
+                                     ("divide", [bad], "KERNEL_TRAP"), ("hash", [x64], "CPU")):
+            same_as_runner((ref, host), name, inputs, expect)
 
 
 def test_json_config_and_cli_surface(capsys):

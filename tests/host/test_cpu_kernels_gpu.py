@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from wagogpu import Access, BindingConfig, ElementType, KernelConfig
-from wagogpu.host.costmodel import MIN_SAMPLES, SETTLE
+from wagogpu.host.costmodel import MIN_SAMPLES, SETTLE, CopyLine
 
 from ..gpu_support import Guest, gpu_host
 from ..guests import looped_kernel
@@ -58,6 +58,53 @@ def test_measured_placement_explores_then_models_both_devices():
         host.close()
 
 
+def _kernel(kid: int, name: str, min_elements: int) -> KernelConfig:
+    return KernelConfig(kid, f"wago_gpu.kernel.{name}", f"wago_gpu.cpu.{name}",
+                        [BindingConfig(0, E.I32, A.READ), BindingConfig(1, E.I32, A.WRITE)], min_elements=min_elements)
+
+
+SRC = "(call $readBufferI32 (call $getBuffer (i32.const 0)) (local.get $i))"
+OUT = "(call $writeBufferI32 (call $getBuffer (i32.const 1)) (local.get $i) {})"
+OUTPUT_KERNELS = {  # name: (id, min_elements, body): "triple" on the GPU, the rest CPU kernels
+    "triple": (1, 1, BODY),
+    "plus": (2, 1 << 20, OUT.format(f"(i32.add {SRC} (i32.const 1))")),
+    "evens": (3, 1 << 20, f"(if (i32.eqz (i32.and (local.get $i) (i32.const 1))) (then {OUT.format(SRC)}))"),
+    "quotient": (4, 1 << 20, OUT.format(f"(i32.div_s (i32.const 1000) {SRC})")),
+}
+
+
+def test_a_cpu_kernel_reads_back_only_the_outputs_it_does_not_replace_whole():
+    kernels = [_kernel(kid, name, low) for name, (kid, low, _) in OUTPUT_KERNELS.items()]
+    host = gpu_host(kernels=kernels, cpu_kernels=True)
+    try:
+        g = Guest(host, kernels="".join(looped_kernel(name, body) for name, (_, _, body) in OUTPUT_KERNELS.items()))
+        n = 4096
+        src, dst = g.create(E.I32, n), g.create(E.I32, n)
+        x = np.arange(n, dtype=np.int32) - 77  # x[77] == 0: "quotient" divides by it
+        g.inst.write_buffer(src, x)
+        g.bind(src, dst)
+
+        def run(kid: int, count: int) -> tuple[int, int, str]:
+            assert g.dispatch(1, n) == 0 and str(g.host.buffer_snapshot().last_dispatch.outcome) == "GPU"
+            assert not g.buf(dst).record.flags & 1  # the output lives on the GPU alone: its CPU copy is stale
+            status = g.dispatch(kid, count)
+            last = host.buffer_snapshot().last_dispatch
+            return status, last.download_count, str(last.outcome if status == 0 else last.reason_code)
+
+        assert run(2, n) == (0, 0, "CPU")  # replaced whole: not read back ...
+        assert np.array_equal(g.inst.read_buffer(dst), x + 1)  # ... and every element is the kernel's
+        assert run(3, n) == (0, 1, "CPU")  # a conditional write keeps the others: read back first
+        want = 3 * x
+        want[::2] = x[::2]
+        assert np.array_equal(g.inst.read_buffer(dst), want)
+        assert run(2, n // 2) == (0, 1, "CPU")  # a count below the length keeps the tail: read back
+        assert np.array_equal(g.inst.read_buffer(dst), np.concatenate([x[:n // 2] + 1, 3 * x[n // 2:]]))
+        assert run(4, n) == (1, 0, "KERNEL_TRAP")  # not read back, and the trap publishes nothing:
+        assert np.array_equal(g.inst.read_buffer(dst), 3 * x)  # the GPU's version is still the buffer's
+    finally:
+        host.close()
+
+
 def measured_guest(**overrides):
     host = gpu_host(kernels=[KERNEL], cpu_kernels=True, placement="measured", **overrides)
     g = Guest(host, kernels=looped_kernel("triple", BODY))
@@ -69,13 +116,14 @@ def measured_guest(**overrides):
 
 def test_measured_copy_lines_are_fed_by_the_dispatches_own_copies():
     """Exploring the GPU uploads the input; the first CPU dispatch after it reads the GPU's output
-    back: each direction's line holds measured copies (not the default) without any other import."""
+    back (the count stops short of its length, so the kernel does not replace it whole): each
+    direction's line holds measured copies (not the default) without any other import."""
     host, g, _src, dst = measured_guest()
     try:
         costs = host.context.costs
         outcomes = []
         for _ in range(2 * (MIN_SAMPLES + SETTLE)):  # a new band: GPU (transients + samples), then CPU
-            assert g.dispatch(1, 4096) == 0
+            assert g.dispatch(1, 4000) == 0
             outcomes.append(str(host.buffer_snapshot().last_dispatch.outcome))
             if outcomes[-1] == "CPU":
                 break
@@ -84,7 +132,9 @@ def test_measured_copy_lines_are_fed_by_the_dispatches_own_copies():
         assert costs.to_gpu.copies >= 1 and costs.to_cpu.copies == 1
         copies = host.buffer_snapshot().kernels[0].placement["copies"]
         assert copies["to_CPU"]["copies"] == 1 and copies["to_GPU"]["copies"] >= 1
-        assert np.array_equal(g.inst.read_buffer(dst), np.arange(4096, dtype=np.int32) * 3)
+        want = np.arange(4096, dtype=np.int32) * 3
+        want[4000:] = 0
+        assert np.array_equal(g.inst.read_buffer(dst), want)
     finally:
         host.close()
 
@@ -103,5 +153,27 @@ def test_a_dispatchs_upload_is_not_in_its_kernel_sample():
         band = host.context.costs.model(g.inst.module.id, 1).bands[(4096).bit_length()]
         assert len(band.gpu.seconds) == 1
         assert 0 < band.gpu.seconds[-1] <= op.total - op.upload
+    finally:
+        host.close()
+
+
+def test_measured_placement_prices_no_readback_for_an_output_replaced_whole():
+    """After a GPU dispatch the output lives on the GPU alone. Moving the kernel to the CPU reads it
+    back only when the kernel does not replace it whole (cpukernels.replaced_slots), so only then does
+    the measured choice price a copy toward the CPU."""
+    host, g, _src, dst = measured_guest()
+    try:
+        priced: list[tuple[int, int]] = []
+
+        class Recorded(CopyLine):
+            def seconds(self, nbytes: int, copies: int) -> float:
+                priced.append((nbytes, copies))
+                return super().seconds(nbytes, copies)
+
+        host.context.costs.to_cpu = Recorded()
+        for count in (4096, 4096, 4000):
+            assert g.dispatch(1, count) == 0
+            assert str(host.buffer_snapshot().last_dispatch.outcome) == "GPU"  # exploring a new band
+        assert priced == [(4 * 4096, 1)]  # the third dispatch only: a count short of the length keeps the tail
     finally:
         host.close()

@@ -12,6 +12,8 @@ Layout of the accessor memory (all little-endian):
   [64]    hash[128]        (u32 handle, u32 record) open addressing on handle & 127, 0 = empty
   [1088]  records[64]      32 bytes each, see RECORD_DTYPE
   [3584]  kernel table[8]  (u32 address, u32 length) per slot, written before a CPU kernel runs
+  [3712]  queue words      CPU kernels on several threads (compiler/cpuwork.py): next, done, stop,
+                           generation, kernel tag, chunk and end, up to 3992
   [4096]  heap             buffer bytes, placed by the buffer layer's heap allocator
 
 RECORD_DTYPE is the one description of a record: the generated Wasm takes its field offsets from
@@ -37,6 +39,18 @@ HEAP_OFFSET = 4096
 KERNEL_TABLE_OFFSET = 3584
 assert RECORDS_OFFSET + MAX_RECORDS * RECORD_BYTES <= KERNEL_TABLE_OFFSET
 assert KERNEL_TABLE_OFFSET + 8 * SLOT_COUNT <= HEAP_OFFSET
+#: The CPU kernels' shared work queue (compiler/cpuwork.py): `next` and `done`, which every thread
+#: updates, each have a 128-byte line (an adjacent-line prefetch pair) of their own, away from the
+#: table, which every element's access reads; the words written once per dispatch share the last.
+KERNEL_NEXT_OFFSET = 3712  # u64
+KERNEL_DONE_OFFSET = 3840
+KERNEL_STOP_OFFSET = 3968
+KERNEL_GEN_OFFSET = 3972
+KERNEL_TAG_OFFSET = 3976
+KERNEL_CHUNK_OFFSET = 3980
+KERNEL_END_OFFSET = 3984  # u64
+assert KERNEL_TABLE_OFFSET + 8 * SLOT_COUNT + 64 <= KERNEL_NEXT_OFFSET
+assert KERNEL_END_OFFSET + 8 <= HEAP_OFFSET
 
 # Record flags.
 CPU_CURRENT = 1

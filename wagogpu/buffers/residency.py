@@ -238,6 +238,22 @@ class Residency:
                 return Status.OK
         return self._readback(inst, buf, deadline, counters, op, park=False)
 
+    def make_cpu_replaceable(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
+                             counters: TransferCounters, op: BufferOperation | None = None) -> tuple[Status, bool]:
+        """make_cpu_current for a buffer a CPU kernel is about to overwrite whole: a stale CPU copy
+        is not read back (the kernel replaces every byte; a trap leaves the copy stale, its flags
+        untouched, so nothing is published). (status, whether the read-back was skipped)."""
+        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+            status = self.pending.settle(deadline)  # the device's answer first (pending.py)
+            if status:
+                return status, False
+        flags = buf.record.flags
+        if flags & acc.LOST:
+            return Status.CONTENTS_LOST, False
+        if flags & acc.CPU_CURRENT or buf.parked is not None:  # (a parked copy comes in by memcpy, no device wait)
+            return self.make_cpu_current(inst, buf, deadline, counters, op), False
+        return Status.OK, True
+
     def _staging_for(self, inst: InstanceBuffers, size: int) -> Status:
         """The instance's readback staging, of exactly size bytes (reserved and allocated if needed)."""
         d = inst.device

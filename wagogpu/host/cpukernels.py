@@ -5,7 +5,9 @@ in the instance's own store, over its accessor memory (and the guest memory its 
 The GPU's dispatch contract holds here too: a kernel that may trap gets a copy of every written
 buffer's first `count` elements before it runs, put back when it traps, so a trap publishes
 nothing; a run that finishes marks each written buffer written on the CPU (version + 1, the GPU
-copy stale) as one committed write.
+copy stale) as one committed write. An output the kernel replaces whole (replaced_slots) is not
+read back from the GPU first: its stale CPU copy is neither kept nor restored, since a trap leaves
+it stale and the GPU's version the buffer's.
 """
 from __future__ import annotations
 
@@ -16,14 +18,18 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import wasmtime
 
+from ..abi.accessor import CPU_CURRENT
 from ..buffers import Buffer, InstanceBuffers
 from ..compiler.contract import CompileError, KernelClass, KernelPlan
 from ..compiler.cpukernel import (BUFFER_MEMORY, F16_IMPORTS, GUEST_MEMORY, IMPORT_MODULE, RUN_EXPORT, STACK_POINTER,
                                   CpuKernelModule, cpu_kernel_module)
+from ..compiler.cpuwork import LEAD_EXPORT
 from ..config import KernelConfig
-from ._wasmtime import export_call
+from ..memcopy import copy_bytes
+from . import cputhreads
 from .context import RuntimeContext
-from .cputhreads import SHARED_PAGES, WorkerStores, cpu_thread_count, host_pool, pieces, run_piece, threaded
+from .cputhreads import (SHARED_PAGES, QueueCalls, Schedule, WorkerStores, chunk_size, cpu_thread_count, host_pool,
+                         kernel_calls, mark, pieces, run_piece, thread_count, threaded)
 from .engine import first_line
 
 if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
@@ -84,14 +90,16 @@ class CpuKernelRunner:
         self._store = store
         self._accessor = accessor
         self._guest_memory = guest_memory
-        self._runs: dict[int, Callable[..., object]] = {}
+        self._runs: dict[int, QueueCalls] = {}
         self.threads = cpu_thread_count(ctx.config.cpu_threads)
-        self._workers = WorkerStores(ctx.engine, accessor) \
+        self._workers = WorkerStores(ctx.engine, accessor, RUN_EXPORT) \
             if isinstance(accessor, wasmtime.SharedMemory) and self.threads > 1 else None
+        self._tags: dict[int, int] = {}  # kernel ID -> its tag in the work queue (cpuwork.py; 0 recalls)
         # A limit that can interrupt any run (limits' call_timeout, fuel): outputs are always kept to restore.
+        self._saved = SavedOutputs()
         self._interruptible = any(getattr(ctx.config, name, None) is not None for name in ("call_timeout", "fuel"))
 
-    def _run_call(self, kernel: CompiledCpuKernel) -> Callable[..., object]:
+    def _run_call(self, kernel: CompiledCpuKernel) -> QueueCalls:
         found = self._runs.get(kernel.record.kernel_id)
         if found is None:
             externs: list[object] = []
@@ -107,38 +115,63 @@ class CpuKernelRunner:
                 else:
                     externs.append(self._guest_global(kernel.record.stack_pointer))
             inst = wasmtime.Instance(self._store, kernel.compiled, externs)  # type: ignore[arg-type]
-            run = inst.exports(self._store)[RUN_EXPORT]
-            assert isinstance(run, wasmtime.Func)
-            found = self._runs[kernel.record.kernel_id] = export_call(run, self._store, RUN_EXPORT)
+            shared = self._accessor if isinstance(self._accessor, wasmtime.SharedMemory) else None
+            driver = host_pool(self._ctx).driver if self._workers is not None and not _alone(kernel.record) else None
+            found = self._runs[kernel.record.kernel_id] = kernel_calls(self._store, inst, RUN_EXPORT, driver, shared,
+                                                                       LEAD_EXPORT)
         return found
 
     def run(self, kernel: CompiledCpuKernel, buffers: InstanceBuffers, bound: dict[int, Buffer],
             count: int) -> CpuRunResult:
         """Run the kernel over [0, count) with every bound buffer CPU-current; commit or restore."""
         rec = kernel.record
-        run = self._run_call(kernel)
+        calls = self._run_call(kernel)
         started = time.perf_counter()
+        mark("begin")
         write_table(buffers, rec, bound)
-        saved = save_outputs(buffers, rec, bound, count) if rec.can_trap or self._interruptible else []
+        saved = self._saved
+        if rec.can_trap or self._interruptible:
+            saved.save(buffers, rec, bound, count)
+        else:
+            saved.clear()
+        mark("staged")
         stack = self._guest_global(rec.stack_pointer) if rec.stack_pointer >= 0 else None
         stack_at = stack.value(self._store) if isinstance(stack, wasmtime.Global) else None
-        alone = rec.guest_memory >= 0 or rec.f16  # what only the guest's own store reaches
-        split = pieces(count, self.threads) if self._workers is not None and not alone else [(0, count)]
-        if len(split) == 1 or self._workers is None:
-            trapped = run_piece(run, 0, count)
-        else:
-            limits = getattr(self._ctx, "guest_limits", None)  # call_timeout/fuel, where the host has them
-            others = self._workers.runs(rec.kernel_id, kernel.compiled, RUN_EXPORT, min(self.threads, len(split)) - 1,
-                                        getattr(limits, "arm", None))
-            trapped = host_pool(self._ctx).run([run, *others], split)
+        n = 1 if _alone(rec) or calls.lead is None else thread_count(count, self.threads)
+        trapped = run_piece(calls.run, 0, count) if n == 1 else self._threaded(kernel, buffers, calls, count, n)
+        mark("joined")
         if trapped:
-            restore_outputs(buffers, rec, bound, saved)
+            saved.restore(buffers, bound)
             if isinstance(stack, wasmtime.Global):  # a frame the trap left open: the runner starts where the guest was
                 stack.set_value(self._store, stack_at)
+            mark("end")
             return CpuRunResult(trapped, time.perf_counter() - started)
         for slot in rec.write_slots:
             bound[slot].record.note_cpu_write(0, count)
+        mark("end")
         return CpuRunResult("", time.perf_counter() - started)
+
+    def _threaded(self, kernel: CompiledCpuKernel, buffers: InstanceBuffers, calls: QueueCalls, count: int,
+                  n: int) -> str:
+        """The range on n threads (this one and n - 1 of the Host's pool): the first trap's line or ""."""
+        assert self._workers is not None and calls.lead is not None
+        pool = host_pool(self._ctx)
+        limits = getattr(self._ctx, "guest_limits", None)  # call_timeout/fuel, where the host has them
+        tag = self._tags.setdefault(kernel.record.kernel_id, len(self._tags) + 1)
+        with pool.lock:
+            self._workers.prepare(pool, tag, kernel.compiled, getattr(limits, "arm", None))
+            mark("ready")
+            if cputhreads.SCHEDULE is Schedule.QUEUE:
+                return pool.run_queue(self._workers, tag, calls.lead, n, count, chunk_size(count, n), buffers.view(),
+                                      once=self._interruptible)
+            split = pieces(count, n)
+            pool.settle()
+            return pool.run([calls.run, *self._workers.runs(min(n, len(split)) - 1, tag)], split)
+
+
+def _alone(rec: CpuKernelModule) -> bool:
+    """What only the guest's own store reaches: its memory (loads, a shadow stack), the accessor's F16 conversions."""
+    return rec.guest_memory >= 0 or rec.f16
 
 
 def write_table(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer]) -> None:
@@ -150,12 +183,49 @@ def write_table(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int,
         table[2 * slot + 1] = buf.length
 
 
-def save_outputs(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer],
-                 count: int) -> list[np.ndarray]:
-    return [buffers.cpu_bytes(bound[s])[:count * bound[s].stored_bytes].copy() for s in rec.write_slots]
+def replaced_slots(plan: KernelPlan, bound: dict[int, Buffer], count: int) -> frozenset[int]:
+    """Written slots the kernel overwrites whole (every element of the buffer, on every path: the
+    GPU compiler counts a conditional write as read before written), so a stale CPU copy of them
+    need not be read back first; the GPU's upload rule for outputs is the same (buffers/setup.py)."""
+    return frozenset(s for s in plan.write_slots if count == bound[s].length and s not in plan.read_before_write)
 
 
-def restore_outputs(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer],
-                    saved: list[np.ndarray]) -> None:
-    for slot, data in zip(rec.write_slots, saved):
-        buffers.cpu_bytes(bound[slot])[:data.size] = data
+class SavedOutputs:
+    """The bytes a trap must put back: each written buffer's first `count` elements, where its CPU
+    copy is current (a stale one, left so by replaced_slots, stays stale on a trap: nothing to
+    keep). A buffer at version 1 holds the zeros it was created with (every store is a new
+    version: docs/design/abi.md §4), so it is zeroed back instead of kept. The rest go to one
+    scratch array kept across runs (a fresh one per run may pay its page faults every time) by
+    memcopy's copies, split over threads when large."""
+
+    def __init__(self) -> None:
+        self._scratch = np.empty(0, np.uint8)
+        self.kept: list[tuple[int, int, int]] = []  # (slot, offset in the scratch or -1 for zeros, bytes)
+
+    def save(self, buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int, Buffer], count: int) -> None:
+        self.kept = []
+        total = 0
+        for s in rec.write_slots:
+            record = bound[s].record
+            if record.flags & CPU_CURRENT:
+                size = count * bound[s].stored_bytes
+                fresh = record.version == 1
+                self.kept.append((s, -1 if fresh else total, size))
+                total += 0 if fresh else size
+        if total > self._scratch.size:
+            self._scratch = np.empty(total, np.uint8)
+        base = self._scratch.ctypes.data
+        for s, offset, size in self.kept:
+            if offset >= 0:
+                copy_bytes(base + offset, buffers.cpu_address(bound[s]), size)
+
+    def restore(self, buffers: InstanceBuffers, bound: dict[int, Buffer]) -> None:
+        base = self._scratch.ctypes.data
+        for s, offset, size in self.kept:
+            if offset < 0:
+                buffers.cpu_bytes(bound[s])[:size] = 0
+            else:
+                copy_bytes(buffers.cpu_address(bound[s]), base + offset, size)
+
+    def clear(self) -> None:
+        self.kept = []

@@ -11,7 +11,7 @@ from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
 from .calls import U32, Handlers, ImportCall, ImportGroup, ImportScope
-from .cpukernels import compiled_cpu_kernel
+from .cpukernels import compiled_cpu_kernel, replaced_slots
 from .placement import MEASURED, Where, measured_where, observe, place
 
 # A kernel the GPU ran and found trapping traps on the CPU too: straight to the guest's runner.
@@ -91,7 +91,7 @@ class DispatchImport(ImportGroup):
         if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable and not entry.measured:
             where, reason_code, reason = Where.GPU, ReasonCode.NONE, ""  # what place() answers once the fixed checks passed
         elif entry.measured and entry.gpu_ready and ctx.residency.usable:  # (place()'s measured answer, its checks passed)
-            where, reason_code, reason = measured_where(ctx, self.module, entry.kernel, count, bound), ReasonCode.NONE, ""
+            where, reason_code, reason = measured_where(ctx, self.module, entry.kernel, entry.plan, count, bound), ReasonCode.NONE, ""
         else:
             placed = place(ctx, self.module, entry.kernel, entry.plan, count, bound)
             where, reason_code, reason = placed.where, placed.reason_code, placed.reason
@@ -188,12 +188,18 @@ class DispatchImport(ImportGroup):
             return status
         return self._finish(call, Status.CPU_FALLBACK, reason_code=reason_code, reason=reason)
 
-    def _cpu_current(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer], reason: str) -> int:
-        """Every bound buffer CPU-current: -1, or the finished call's status (a failure, cancelled)."""
+    def _cpu_current(self, call: ImportCall, kernel: KernelConfig, bound: dict[int, Buffer], reason: str,
+                     replaced: frozenset[int] = frozenset()) -> int:
+        """Every bound buffer CPU-current, but those in `replaced` (outputs a CPU kernel overwrites
+        whole: a stale copy is not read back, cpukernels.replaced_slots): -1, or the finished call's
+        status (a failure, cancelled)."""
         op = call.op
-        make_cpu_current = self.ctx.residency.make_cpu_current
+        residency = self.ctx.residency
         for b in kernel.bindings:
-            status = make_cpu_current(self.buffers, bound[b.slot], call.deadline, op, op)
+            if b.slot in replaced:
+                status, _skipped = residency.make_cpu_replaceable(self.buffers, bound[b.slot], call.deadline, op, op)
+            else:
+                status = residency.make_cpu_current(self.buffers, bound[b.slot], call.deadline, op, op)
             if status:
                 return self._finish(call, status, reason=reason)
         if call.cancelled():
@@ -212,7 +218,7 @@ class DispatchImport(ImportGroup):
             if entry.plan.cls is KernelClass.REJECTED or reason_code is ReasonCode.NONE:
                 return self._fall_back(call, entry.kernel, bound, ReasonCode.UNSUPPORTED_KERNEL, compiled)
             return self._fall_back(call, entry.kernel, bound, reason_code, f"{reason}; no CPU kernel: {compiled}")
-        status = self._cpu_current(call, entry.kernel, bound, reason)
+        status = self._cpu_current(call, entry.kernel, bound, reason, replaced_slots(entry.plan, bound, count))
         if status >= 0:
             return status
         result = self.scope.cpu_kernels.run(compiled, self.buffers, bound, count)

@@ -55,7 +55,7 @@ def place(ctx: RuntimeContext, module: Module, kernel: KernelConfig, plan: Kerne
         # min_elements aside: could the GPU run it? (the only check that depends on the count)
         code, reason = ctx.gpu_decision(module, kernel, plan, max(count, kernel.min_elements))
         if code is ReasonCode.NONE:
-            return _ON_GPU if measured_where(ctx, module, kernel, count, bound) is Where.GPU else _ON_CPU
+            return _ON_GPU if measured_where(ctx, module, kernel, plan, count, bound) is Where.GPU else _ON_CPU
         return Placement(Where.CPU, code, reason)
     code, reason = ctx.gpu_decision(module, kernel, plan, count)
     if code is ReasonCode.NONE:
@@ -63,7 +63,7 @@ def place(ctx: RuntimeContext, module: Module, kernel: KernelConfig, plan: Kerne
     return Placement(Where.CPU if cpu else Where.GUEST, code, reason)
 
 
-def measured_where(ctx: RuntimeContext, module: Module, kernel: KernelConfig, count: int,
+def measured_where(ctx: RuntimeContext, module: Module, kernel: KernelConfig, plan: KernelPlan, count: int,
                    bound: dict[int, Buffer] | None) -> Where:
     """The measured choice for a dispatch both devices can run (host/dispatch.py asks it directly
     once the kernel's fixed GPU checks passed): the copies each device needs first, priced on the
@@ -87,7 +87,9 @@ def measured_where(ctx: RuntimeContext, module: Module, kernel: KernelConfig, co
             buf = bound[b.slot]
             flags = buf.record.words[FLAGS_WORD]
             if flags & _BOTH != _BOTH:
-                if not flags & _CPU and not buf.parked_valid():  # the CPU path reads it back first
+                if not flags & _CPU and not buf.parked_valid() and not (
+                        count == buf.length and b.slot in plan.write_slots and b.slot not in plan.read_before_write):
+                    # the CPU path reads it back first, but for an output it replaces whole (cpukernels.replaced_slots)
                     down += buf.gpu_bytes
                     downs += 1
                 if not flags & _GPU and not (b.access is _WRITE and count == buf.length):
