@@ -245,7 +245,9 @@ class Probe:
         memcopy.copy_bytes(self.out.ctypes.data, self.address(self.readback), self.nbytes, threads)
         self.readback.unmap()
 
-    def readback_pipelined(self, k: int, threads: int) -> None:
+    def readback_pipelined(self, k: int, threads: int, read_out: bool = True) -> None:
+        """k submissions and maps, each piece read out as it maps (without `read_out`: what the
+        pieces cost the device and the maps alone)."""
         u = self.wgpu.BufferUsage
         pieces = self.pieces(k, u.MAP_READ | u.COPY_DST)
         promises = []
@@ -254,19 +256,8 @@ class Probe:
             promises.append(buf.map_async(self.wgpu.MapMode.READ))
         for (off, n, buf), promise in zip(pieces, promises):
             self.resolve(promise)
-            memcopy.copy_bytes(self.out.ctypes.data + off, self.address(buf), n, threads)
-            buf.unmap()
-
-    def readback_pieces_no_readout(self, k: int) -> None:
-        """k submissions and maps, nothing read out: what the pieces cost the device and the maps."""
-        u = self.wgpu.BufferUsage
-        pieces = self.pieces(k, u.MAP_READ | u.COPY_DST)
-        promises = []
-        for off, n, buf in pieces:
-            self._submit_copy(self.storage, off, buf, 0, n)
-            promises.append(buf.map_async(self.wgpu.MapMode.READ))
-        for (_off, _n, buf), promise in zip(pieces, promises):
-            self.resolve(promise)
+            if read_out:
+                memcopy.copy_bytes(self.out.ctypes.data + off, self.address(buf), n, threads)
             buf.unmap()
 
     def readback_one_submission(self, k: int, threads: int) -> None:
@@ -373,7 +364,7 @@ def probes(software: bool, nbytes: int, reps: int, chunks: list[int], no_hostcac
             fn = (lambda t=threads, k=k: p.readback_pipelined(k, t))
             row("d2h_pipelined", fn, read_back(fn), threads=threads, pieces=k, pieces_wait="poll")
     for k in chunks:
-        fn = (lambda k=k: p.readback_pieces_no_readout(k))
+        fn = (lambda k=k: p.readback_pipelined(k, 0, read_out=False))
         row("d2h_pieces_no_readout", fn, lambda: True, pieces=k, pieces_wait="poll")
         fn = (lambda k=k: p.readback_one_submission(k, 8))
         row("d2h_pieces_one_submission", fn, read_back(fn), threads=8, pieces=k, pieces_wait="poll")
