@@ -5,12 +5,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from ..abi import accessor as acc
 from ..abi.table import ElementType, Status
 from ..buffers import Buffer, DispatchEnd, DispatchPlan
+from ..buffers.records import FLAGS_WORD
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
 from .calls import U32, Handlers, ImportCall, ImportGroup, ImportScope
+from .costmodel import Device, KernelModel
 from .cpukernels import compiled_cpu_kernel, replaced_slots
 from .placement import MEASURED, Where, measured_where, observe, place
 
@@ -63,6 +66,19 @@ def binding_problem(kernel_id: int, slot: int, handle: int, buf: Buffer | None) 
     return f"buffer {handle} fills slot {slot} and another declared slot (a handle may fill one slot)"
 
 
+_CPU_CURRENT = acc.CPU_CURRENT
+_CURRENT_OR_LOST = acc.CPU_CURRENT | acc.LOST
+
+
+def _all_cpu_current(bound: dict[int, Buffer]) -> bool:
+    """Whether every bound buffer's CPU copy is current (none lost): what make_cpu_current and
+    make_cpu_replaceable answer OK for without a copy, read from the flags word alone."""
+    for buf in bound.values():
+        if buf.record.words[FLAGS_WORD] & _CURRENT_OR_LOST != _CPU_CURRENT:
+            return False
+    return True
+
+
 class DispatchImport(ImportGroup):
     """The dispatch import of one instance."""
 
@@ -70,6 +86,7 @@ class DispatchImport(ImportGroup):
         super().__init__(scope)
         self._entries: dict[int, KernelEntry] = {}
         self._bindings: dict[int, BindingSet] = {}  # kernel ID -> its last checked binding set
+        self._models: dict[int, KernelModel] = {}  # kernel ID -> its measured model (placement="measured")
 
     def handlers(self) -> Handlers:
         return {"dispatch": (self.dispatch, False)}
@@ -91,7 +108,17 @@ class DispatchImport(ImportGroup):
         if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable and not entry.measured:
             where, reason_code, reason = Where.GPU, ReasonCode.NONE, ""  # what place() answers once the fixed checks passed
         elif entry.measured and entry.gpu_ready and ctx.residency.usable:  # (place()'s measured answer, its checks passed)
-            where, reason_code, reason = measured_where(ctx, self.module, entry.kernel, entry.plan, count, bound), ReasonCode.NONE, ""
+            reason_code, reason = ReasonCode.NONE, ""
+            model = self._models.get(kernel_id)
+            if model is None:
+                model = self._model(kernel_id)
+            band = model.bands.get(count.bit_length())
+            if band is not None and band.streak:  # a settled decision repeats: what measured_where answers first
+                band.streak -= 1
+                model.decisions += 1
+                where = Where.GPU if band.streak_device is Device.GPU else Where.CPU
+            else:
+                where = measured_where(ctx, self.module, entry.kernel, entry.plan, count, bound)
         else:
             placed = place(ctx, self.module, entry.kernel, entry.plan, count, bound)
             where, reason_code, reason = placed.where, placed.reason_code, placed.reason
@@ -109,6 +136,12 @@ class DispatchImport(ImportGroup):
         if self.scope.cpu_kernels is not None and reason_code not in KERNEL_ERRORS:
             return self._cpu_kernel(call, entry, bound, count, reason_code, reason)
         return self._fall_back(call, entry.kernel, bound, reason_code, reason)
+
+    def _model(self, kernel_id: int) -> KernelModel:
+        """The kernel's measured model (costmodel.CostModels keeps one per module and kernel for the
+        host's life), kept here so a dispatch finds it by kernel ID alone."""
+        model = self._models[kernel_id] = self.ctx.costs.model(self.module.id, kernel_id)
+        return model
 
     def _validate(self, call: ImportCall, kernel_id: int, count: int) -> Checked | int:
         """Steps 1-5: the kernel, its contract and its bindings; the finished call's status if any
@@ -218,9 +251,12 @@ class DispatchImport(ImportGroup):
             if entry.plan.cls is KernelClass.REJECTED or reason_code is ReasonCode.NONE:
                 return self._fall_back(call, entry.kernel, bound, ReasonCode.UNSUPPORTED_KERNEL, compiled)
             return self._fall_back(call, entry.kernel, bound, reason_code, f"{reason}; no CPU kernel: {compiled}")
-        status = self._cpu_current(call, entry.kernel, bound, reason, replaced_slots(entry.plan, bound, count))
-        if status >= 0:
-            return status
+        if not _all_cpu_current(bound):  # (the steady case, every copy current already, asks nothing more)
+            status = self._cpu_current(call, entry.kernel, bound, reason, replaced_slots(entry.plan, bound, count))
+            if status >= 0:
+                return status
+        elif time.perf_counter() >= call.deadline:
+            return self._finish(call, Status.CANCELLED)
         result = self.scope.cpu_kernels.run(compiled, self.buffers, bound, count)
         call.op.compute = result.seconds
         if result.trapped:
