@@ -298,3 +298,47 @@ def test_json_config_and_cli_surface(capsys):
     assert "mode: CPU kernels on" in out and "CPU kernel (compiled Wasm)" in out and "8 as CPU kernels" in out
     assert main(["info"]) == 0
     assert "CPU threads: " in capsys.readouterr().out
+
+
+def squares_below(x: np.ndarray) -> np.ndarray:
+    """The `loop` kernel's answer: the sum of j * j for j below each element."""
+    x = x.astype(np.int64)
+    return ((x - 1) * x * (2 * x - 1) // 6).astype(np.int32)
+
+
+def test_the_kernel_table_follows_rebinds_frees_other_kernels_and_traps(hosts):
+    """The accessor memory's kernel table is rewritten only when the kernel or its binding set
+    changed (cpukernels.CpuKernelRunner._table_for): every answer stays the right buffers' after a
+    rebind, another kernel's dispatch, a trap and a free followed by a buffer of another length."""
+    _ref, cpu = hosts
+    g = Guest(cpu, kernels=WAT_KERNELS, extra=EXTRA)
+    x = np.arange(2, 66, dtype=np.int32)
+    a, b = g.create(E.I32, 64), g.create(E.I32, 64)
+    g.inst.write_buffer(a, x)
+    g.bind(a, b)
+    assert g.dispatch(IDS["loop"], 64) == 0 and np.array_equal(g.inst.read_buffer(b), squares_below(x))
+    g.bind(b, a)  # swapped: the table must follow
+    assert g.dispatch(IDS["loop"], 64) == 0
+    assert np.array_equal(g.inst.read_buffer(a), squares_below(squares_below(x)))
+    g.inst.write_buffer(a, x)
+    g.bind(a)  # divide's slot 0: a (the table rewritten for another kernel)
+    assert g.dispatch(IDS["divide"], 64) == 0 and np.array_equal(g.inst.read_buffer(a), 1000000 // x)
+    g.bind(b, a)
+    assert g.dispatch(IDS["loop"], 10) == 0
+    assert np.array_equal(g.inst.read_buffer(a)[:10], squares_below(squares_below(x)[:10]))
+    zeros = np.zeros(64, np.int32)
+    g.inst.write_buffer(b, zeros)
+    g.bind(b)
+    assert g.dispatch(IDS["divide"], 64) == 1 and str(g.last.reason_code) == "KERNEL_TRAP"
+    assert np.array_equal(g.inst.read_buffer(b), zeros)
+    g.inst.write_buffer(a, x)
+    g.bind(a, b)
+    assert g.dispatch(IDS["loop"], 64) == 0  # after the trap, the same kernel and set as before it
+    assert np.array_equal(g.inst.read_buffer(b), squares_below(x))
+    assert g.inst.call("freeBuffer", a) == 0
+    c = g.create(E.I32, 32)
+    g.inst.write_buffer(c, x[:32])
+    g.bind(c, b)
+    assert g.dispatch(IDS["loop"], 32) == 0
+    assert np.array_equal(g.inst.read_buffer(b)[:32], squares_below(x[:32]))
+    assert g.dispatch(IDS["loop"], 33) != 0  # c holds 32 elements: the new set's own length counts

@@ -177,3 +177,32 @@ def test_measured_placement_prices_no_readback_for_an_output_replaced_whole():
         assert priced == [(4 * 4096, 1)]  # the third dispatch only: a count short of the length keeps the tail
     finally:
         host.close()
+
+
+def test_a_pipelined_gpu_sample_is_taken_once_the_device_confirmed_it(monkeypatch):
+    """With pipelined=True a GPU dispatch returns once recorded; the ones measured placement
+    samples run alone (earlier work waited for, then the dispatch), so every GPU sample is taken
+    with nothing left unconfirmed, and the GPU band still fills with samples."""
+    from wagogpu.host import dispatch as dispatch_module
+    host, g, _src, dst = measured_guest(pipelined=True)
+    pending = host.context.residency.pending
+    seen: list[int] = []
+    observe = dispatch_module.observe
+
+    def spy(ctx, module, kernel_id, where, count, op, started):
+        if str(where) == "GPU":
+            seen.append(len(pending.dispatches))
+        observe(ctx, module, kernel_id, where, count, op, started)
+
+    monkeypatch.setattr(dispatch_module, "observe", spy)
+    try:
+        assert host.context.dispatcher.pipelined
+        for _ in range(MIN_SAMPLES + SETTLE):  # a new band explores the GPU first
+            assert g.dispatch(1, 4000) == 0
+        band = host.context.costs.model(g.inst.module.id, 1).bands[(4000).bit_length()]
+        assert seen and not any(seen) and band.gpu.samples >= MIN_SAMPLES
+        want = np.arange(4096, dtype=np.int32) * 3
+        want[4000:] = 0
+        assert np.array_equal(g.inst.read_buffer(dst), want)
+    finally:
+        host.close()

@@ -97,6 +97,12 @@ class CpuKernelRunner:
         self._tags: dict[int, int] = {}  # kernel ID -> its tag in the work queue (cpuwork.py; 0 recalls)
         # A limit that can interrupt any run (limits' call_timeout, fuel): outputs are always kept to restore.
         self._saved = SavedOutputs()
+        # What the accessor memory's kernel table (one per instance, rewritten for each kernel) holds:
+        # the module record and the bound buffers it was written for, held so that neither identity
+        # is reused. A kernel's bound dict is its checked binding set's (host/dispatch.BindingSet), the
+        # same object while that set stands and a new one after a bind, a free or close; a buffer's
+        # address and length are fixed for its life.
+        self._table_for: tuple[CpuKernelModule, dict[int, Buffer]] | None = None
         self._interruptible = any(getattr(ctx.config, name, None) is not None for name in ("call_timeout", "fuel"))
 
     def _run_call(self, kernel: CompiledCpuKernel) -> QueueCalls:
@@ -128,7 +134,10 @@ class CpuKernelRunner:
         calls = self._run_call(kernel)
         started = time.perf_counter()
         mark("begin")
-        write_table(buffers, rec, bound)
+        table_for = self._table_for
+        if table_for is None or table_for[0] is not rec or table_for[1] is not bound:
+            write_table(buffers, rec, bound)
+            self._table_for = (rec, bound)
         saved = self._saved
         if rec.can_trap or self._interruptible:
             saved.save(buffers, rec, bound, count)

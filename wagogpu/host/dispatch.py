@@ -125,10 +125,13 @@ class DispatchImport(ImportGroup):
         if where is Where.GPU and dispatch_plan is not None:
             memory = dispatch_plan.memory
             span = self.scope.guest_memory(memory) if memory >= 0 and self.scope.guest_memory else None
+            alone = entry.measured and ctx.dispatcher.pipelined and self._sampled(kernel_id, count)
+            sample_from = self._alone_from(call) if alone else call.started
             result = ctx.dispatcher.run(self.buffers, dispatch_plan, bound, count, call.deadline, call.op, span)
             if result.end is DispatchEnd.PUBLISHED:
-                if entry.measured:  # (before the record closes: its stage times stand until then)
-                    observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op, call.started)
+                # (before the record closes: its stage times stand until then)
+                if entry.measured and (not alone or self._ran_alone(call)):
+                    observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op, sample_from)
                 return self._finish(call, Status.OK, outcome=Outcome.GPU)
             if result.end is DispatchEnd.REFUSED:
                 return self._finish(call, result.status)
@@ -142,6 +145,27 @@ class DispatchImport(ImportGroup):
         host's life), kept here so a dispatch finds it by kernel ID alone."""
         model = self._models[kernel_id] = self.ctx.costs.model(self.module.id, kernel_id)
         return model
+
+    def _sampled(self, kernel_id: int, count: int) -> bool:
+        """Whether measured placement samples this GPU dispatch: all but the repeats of a settled
+        decision (costmodel.STREAK), whose band the decision just made left in its streak."""
+        model = self._models.get(kernel_id)
+        band = model.bands.get(count.bit_length()) if model is not None else None
+        return band is None or not band.streak
+
+    def _alone_from(self, call: ImportCall) -> float:
+        """A pipelined GPU dispatch that measured placement samples runs alone, so that its sample
+        is the device's work and not the recording alone: the earlier pipelined work is waited for
+        first (as an overdue queue is in _enter; a failure is the buffers' new states), and the
+        dispatch itself once published. When its sample starts."""
+        self._pending.settle(call.deadline)
+        return time.perf_counter()
+
+    def _ran_alone(self, call: ImportCall) -> bool:
+        """The sampled pipelined dispatch waited for: whether the device confirmed it (a wait past the
+        deadline, or a failure, leaves no sample)."""
+        pending = self._pending
+        return pending.settle(call.deadline) is Status.OK and not pending and not self.ctx.residency.quarantined
 
     def _validate(self, call: ImportCall, kernel_id: int, count: int) -> Checked | int:
         """Steps 1-5: the kernel, its contract and its bindings; the finished call's status if any
