@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..abi import accessor as acc
 from ..abi.table import Status
 from ..diagnostics import BufferOperation, LoopLimits, QuarantineReport, TransferCounters
@@ -23,7 +25,7 @@ from .copyout import GuestPublish, HostScratch, copy_range
 from .eviction import Held
 from .quarantine import QuarantineLatch
 from .pending import PendingWork
-from .records import Buffer
+from .records import FLAGS_WORD, Buffer
 from .table import InstanceBuffers
 from .tuning import PipelineTuning, ResolvedTuning, TransferTuning
 
@@ -187,11 +189,11 @@ class Residency:
         is read back and parked, and published to the guest piece by piece as its pieces arrive
         (copyout.GuestPublish: a failure puts the guest's bytes back). Past ``deadline`` before
         anything was published: CANCELLED, and the guest's memory is untouched."""
-        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+        if self.pending.dispatches and not buf.record.words[FLAGS_WORD] & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status
-        flags = buf.record.flags
+        flags = buf.record.words[FLAGS_WORD]
         if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
             if buf.parked_valid():
                 if time.perf_counter() >= deadline:
@@ -219,11 +221,11 @@ class Residency:
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
                          counters: TransferCounters, op: BufferOperation | None = None) -> Status:
         """docs/design/abi.md §4.4: the whole buffer read back once when the CPU copy is stale."""
-        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+        if self.pending.dispatches and not buf.record.words[FLAGS_WORD] & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status
-        flags = buf.record.flags
+        flags = buf.record.words[FLAGS_WORD]
         if flags & acc.LOST:
             return Status.CONTENTS_LOST
         if flags & acc.CPU_CURRENT:
@@ -243,11 +245,11 @@ class Residency:
         """make_cpu_current for a buffer a CPU kernel is about to overwrite whole: a stale CPU copy
         is not read back (the kernel replaces every byte; a trap leaves the copy stale, its flags
         untouched, so nothing is published). (status, whether the read-back was skipped)."""
-        if self.pending and not buf.record.flags & acc.CPU_CURRENT:
+        if self.pending.dispatches and not buf.record.words[FLAGS_WORD] & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status, False
-        flags = buf.record.flags
+        flags = buf.record.words[FLAGS_WORD]
         if flags & acc.LOST:
             return Status.CONTENTS_LOST, False
         if flags & acc.CPU_CURRENT or buf.parked is not None:  # (a parked copy comes in by memcpy, no device wait)
@@ -294,7 +296,7 @@ class Residency:
             op.hardware_submitted = not dev.info.is_software
         t0 = time.perf_counter()
         # Whole-word types read straight into the (stale, not yet current) CPU copy.
-        direct = inst.cpu_bytes(buf).view("<u4") if buf.raw and not park else None
+        direct = inst.cpu_bytes(buf).view(np.uint32) if buf.raw and not park else None  # (a little-endian host: records.py)
         try:
             if park:
                 dev.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), sink)

@@ -46,6 +46,7 @@ STATUS_REASONS: dict[int, str] = {
     Status.UNSUPPORTED_STORAGE: "this storage cannot take part in the transfer",
     Status.INVALID_STATE: "the instance or its host is closed",
 }
+_new = object.__new__
 #: The stage durations an invalid profile leaves at their class default, 0.0.
 _STAGES = frozenset(STAGE_FIELDS)
 
@@ -163,9 +164,17 @@ class ImportGroup:
         """Start the record of the import being served (its name comes from the ABI table)."""
         scope = self.scope
         started = scope.started
-        op = BufferOperation.start(scope.import_name, self.buffers.instance_id, count, kernel_id)
-        call = ImportCall(op, started, started + self.ctx.config.run_timeout)
-        op.queue_wait = time.perf_counter() - started
+        op = _new(BufferOperation)  # BufferOperation.start's record, made here: one frame less per import
+        d = op.__dict__
+        d["import_name"] = scope.import_name
+        d["instance"] = self.buffers.instance_id
+        d["count"] = count
+        d["kernel_id"] = kernel_id
+        call = _new(ImportCall)
+        call.op = op
+        call.started = started
+        call.deadline = started + self.ctx.config.run_timeout
+        d["queue_wait"] = time.perf_counter() - started
         self._check_loss()
         pending = self._pending
         if pending.dispatches and pending.overdue():  # pipelined work waited on too long: settle it
