@@ -178,12 +178,14 @@ class Dispatcher:
         uniform = inst.device.uniform
         assert uniform is not None  # take() saw it
         execute = steady.execute_plan(uniform, took, res.tuning.readahead_max_bytes, res.profile_stages)
-        if time.perf_counter() >= deadline:
+        clock = time.perf_counter
+        now = clock()
+        if now >= deadline:
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
         dev = res.live
         op.hardware_submitted = not dev.info.is_software
         try:
-            result = dev.execute(execute, max(0.0, deadline - time.perf_counter()))
+            result = dev.execute(execute, deadline - now)  # (> 0: checked just above)
         except DeviceFailure as exc:
             return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
         scratch, uploads, transient = took
@@ -193,7 +195,7 @@ class Dispatcher:
             self._uploaded(op, uploads)
         self._timed(op, result)
         op.confirmed = True
-        if time.perf_counter() >= deadline:  # (nothing was written in place: nothing to restore)
+        if clock() >= deadline:  # (nothing was written in place: nothing to restore)
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
         if dev.is_lost():
             return self.fail(steady.transaction(inst, deadline, op, took), "device lost after dispatch")
