@@ -282,7 +282,8 @@ class Residency:
         """docs/design/abi.md §4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as
         buf.parked, each piece also handed to ``sink`` as it arrives (undone if the read fails)."""
         self.check_loss()
-        if not self.usable or buf.gpu is None:
+        dev = self.device  # (usable and live, read once: two property frames less per readback)
+        if dev is None or self.latch.latched or buf.gpu is None:
             self.quarantine(self.quarantine_reason or "no usable device holds the current contents")
             return Status.CONTENTS_LOST
         size = buf.gpu_bytes
@@ -290,7 +291,6 @@ class Residency:
         if status:
             return status
         d = inst.device
-        dev = self.live
         assert d.staging is not None and buf.gpu is not None
         if op is not None:
             op.hardware_submitted = not dev.info.is_software
