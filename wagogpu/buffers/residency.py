@@ -34,6 +34,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 
+#: Read as a global on the transfers' hot path (an enum member read through its class costs
+#: CPython 3.11 about 55 ns, a global about 6).
+_OK = Status.OK
+
+
 class Residency:
     """The device, the quarantine latch and the moves of buffer contents for one host."""
 
@@ -199,7 +204,7 @@ class Residency:
                 if time.perf_counter() >= deadline:
                     return Status.CANCELLED
                 copy_range(guest, buf.parked[0], skip, nbytes)
-                return Status.OK
+                return _OK
             self.unpark(inst, buf)
         if flags & (acc.CPU_CURRENT | acc.LOST) or not buf.raw or buf.gpu_bytes < self.tuning.park_min_bytes:
             status = self.make_cpu_current(inst, buf, deadline, counters, op)
@@ -208,14 +213,14 @@ class Residency:
             if time.perf_counter() >= deadline:
                 return Status.CANCELLED
             copy_bytes(guest, inst.cpu_address(buf) + skip, nbytes)
-            return Status.OK
+            return _OK
         sink = GuestPublish(guest, skip, nbytes, deadline, self.backup)
         status = self._readback(inst, buf, deadline, counters, op, park=True, sink=sink)
         if status:
             return status
         if sink.cancelled:
             return Status.CANCELLED
-        return Status.OK
+        return _OK
 
     # -- CPU side -----------------------------------------------------------------------------
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
@@ -229,7 +234,7 @@ class Residency:
         if flags & acc.LOST:
             return Status.CONTENTS_LOST
         if flags & acc.CPU_CURRENT:
-            return Status.OK
+            return _OK
         if buf.parked is not None:
             # This version was read back already (and counted then): copy it in from the parking.
             valid = buf.parked_valid()
@@ -237,7 +242,7 @@ class Residency:
                 self.materialize(inst, buf)
             self.unpark(inst, buf)
             if valid:
-                return Status.OK
+                return _OK
         return self._readback(inst, buf, deadline, counters, op, park=False)
 
     def make_cpu_replaceable(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
@@ -260,7 +265,7 @@ class Residency:
         """The instance's readback staging, of exactly size bytes (reserved and allocated if needed)."""
         d = inst.device
         if d.staging is not None and d.staging[1] == size:
-            return Status.OK
+            return _OK
         if d.staging is not None:
             self.release_device_buffer(d.staging[0])
             inst.release(d.staging[1])
@@ -275,7 +280,7 @@ class Residency:
             return Status.DEVICE_ERROR
         d.staging = (staging, size)
         d.staging_allocations += 1
-        return Status.OK
+        return _OK
 
     def _readback(self, inst: InstanceBuffers, buf: Buffer, deadline: float, counters: TransferCounters,
                   op: BufferOperation | None, park: bool, sink: GuestPublish | None = None) -> Status:
@@ -322,7 +327,7 @@ class Residency:
         counters.logical_download_bytes += buf.nbytes
         counters.gpu_download_bytes += size
         counters.download_count += 1
-        return Status.OK
+        return _OK
 
     def _readback_failed(self, inst: InstanceBuffers, buf: Buffer, exc: DeviceFailure, deadline: float,
                          op: BufferOperation | None) -> Status:

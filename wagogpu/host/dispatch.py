@@ -16,6 +16,10 @@ from .placement import MEASURED, Where, measured_where, observe, place
 
 # A kernel the GPU ran and found trapping traps on the CPU too: straight to the guest's runner.
 KERNEL_ERRORS = frozenset((ReasonCode.KERNEL_TRAP, ReasonCode.LOOP_BUDGET, ReasonCode.INDEX_RANGE))
+# The members the GPU path names on every dispatch, read as module globals: an enum member read
+# through its class costs CPython 3.11 about 55 ns, a global about 6.
+_GPU, _NO_REASON, _PUBLISHED, _REFUSED = Where.GPU, ReasonCode.NONE, DispatchEnd.PUBLISHED, DispatchEnd.REFUSED
+_OK, _OUTCOME_GPU, _NOOP = Status.OK, Outcome.GPU, Outcome.NOOP
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,27 +87,27 @@ class DispatchImport(ImportGroup):
             return checked
         entry, bound = checked
         if count == 0:
-            return self._finish(call, Status.OK, outcome=Outcome.NOOP)
+            return self._finish(call, _OK, outcome=_NOOP)
         if time.perf_counter() >= call.deadline:
             return self._finish(call, Status.CANCELLED)
         ctx = self.ctx
         dispatch_plan = entry.dispatch_plan
         if entry.gpu_ready and count >= entry.min_elements and ctx.residency.usable and not entry.measured:
-            where, reason_code, reason = Where.GPU, ReasonCode.NONE, ""  # what place() answers once the fixed checks passed
+            where, reason_code, reason = _GPU, _NO_REASON, ""  # what place() answers once the fixed checks passed
         elif entry.measured and entry.gpu_ready and ctx.residency.usable:  # (place()'s measured answer, its checks passed)
-            where, reason_code, reason = measured_where(ctx, self.module, entry.kernel, entry.plan, count, bound), ReasonCode.NONE, ""
+            where, reason_code, reason = measured_where(ctx, self.module, entry.kernel, entry.plan, count, bound), _NO_REASON, ""
         else:
             placed = place(ctx, self.module, entry.kernel, entry.plan, count, bound)
             where, reason_code, reason = placed.where, placed.reason_code, placed.reason
-        if where is Where.GPU and dispatch_plan is not None:
+        if where is _GPU and dispatch_plan is not None:
             memory = dispatch_plan.memory
             span = self.scope.guest_memory(memory) if memory >= 0 and self.scope.guest_memory else None
             result = ctx.dispatcher.run(self.buffers, dispatch_plan, bound, count, call.deadline, call.op, span)
-            if result.end is DispatchEnd.PUBLISHED:
+            if result.end is _PUBLISHED:
                 if entry.measured:  # (before the record closes: its stage times stand until then)
-                    observe(ctx, self.module, entry.kernel.id, Where.GPU, count, call.op, call.started)
-                return self._finish(call, Status.OK, outcome=Outcome.GPU)
-            if result.end is DispatchEnd.REFUSED:
+                    observe(ctx, self.module, entry.kernel.id, _GPU, count, call.op, call.started)
+                return self._finish(call, _OK, outcome=_OUTCOME_GPU)
+            if result.end is _REFUSED:
                 return self._finish(call, result.status)
             reason_code, reason = result.reason_code, result.reason
         if self.scope.cpu_kernels is not None and reason_code not in KERNEL_ERRORS:
