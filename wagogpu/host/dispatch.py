@@ -118,7 +118,7 @@ class DispatchImport(ImportGroup):
         """Steps 1-5: the kernel, its contract and its bindings; the finished call's status if any
         fails. A binding set that passed them stays valid while the instance's bindings are
         unchanged (BindingSet): a repeated dispatch checks its epoch and count only."""
-        if not self._live():
+        if self.ctx.stopped or self.buffers.closed:  # (_live, inline)
             return self._finish(call, Status.INVALID_STATE)
         known = self._bindings.get(kernel_id)
         if known is not None and known.epoch == self.buffers.bindings_epoch and count <= known.limit \
