@@ -4,13 +4,15 @@ a checked 1,024-element round trip and its parts. Medians of many calls, JSONL.
 python -m bench.host_overhead [--allow-software-adapter] [--cpu] [--profile-out FILE]
 
 Read-ahead on and off are two hosts (TransferTuning(readahead=False) for the second), alternated
-in blocks within this one process. --cpu runs with the device disabled: the imports' own cost, the
+in blocks within this one process; a third host, pipelined, times a resident dispatch that returns
+once recorded. --cpu runs with the device disabled: the imports' own cost, the
 dispatch answering 1 and the guest's CPU runner over the accessor's scalar imports.
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import statistics
 import sys
 import time
@@ -180,6 +182,27 @@ def guest(host: Host, n: int):
     return inst, x
 
 
+def pipelined_resident(config: Config, n: int) -> dict[str, float | bool]:
+    """A resident dispatch on a pipelined host (Config(pipelined=True), the real device): each
+    returns once recorded; a copy-back every 16 dispatches, outside the timer, waits for them and
+    checks the output."""
+    host = Host(dataclasses.replace(config, pipelined=True))
+    inst, x = guest(host, n)
+    k = KERNEL_IDS["twice"]
+    assert inst.call("upload", n) == 0
+    times = []
+    for _ in range(CALLS // 16 + 4):
+        for _ in range(16):
+            t0 = time.perf_counter_ns()
+            inst.call("dispatch", k, n)
+            times.append(time.perf_counter_ns() - t0)
+        inst.call("download", n, 8 * n)
+    got = inst.memory_view().view(np.float32)[2 * n:3 * n]
+    checked = bool(np.array_equal(got, reference("twice", x)))
+    host.close()
+    return {"pipelined_resident_dispatch_us": statistics.median(times[64:]) / 1e3, "pipelined_checked": checked}
+
+
 def round_trip_parts(insts: dict[str, object], k: int, n: int) -> dict[str, float]:
     """The round trip and its parts that need a specific state before each call, per host (tag),
     alternated in blocks so that every host sees the same machine state."""
@@ -245,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     inst, x = guest(host, n)
     inst_plain, _ = guest(plain, n)
     k = KERNEL_IDS["twice"]
-    progress = Progress(4 + bool(args.profile_out), "host_overhead")
+    progress = Progress(5 + bool(args.profile_out), "host_overhead")
     progress.step("single calls")
     figures: dict[str, float | None] = {
         "python_to_wasm_call_us": median_us(lambda: inst.call("grow_to", 0)),
@@ -269,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     figures.update(device_share(inst, k, n))
     progress.step("host only")
     figures.update(host_only(inst, k, n))
+    progress.step("pipelined")
+    pipelined = pipelined_resident(config, n)
+    checked = checked and bool(pipelined.pop("pipelined_checked"))
+    figures.update(pipelined)
     progress.close()
     info = host.device.info
     emit({"bench": "host_overhead", "mode": "gpu", "elements": n, "checked": checked, **figures,

@@ -289,3 +289,115 @@ def test_binding_the_same_handles_again_keeps_the_steady_state(monkeypatch):
         assert g.dispatch(DOUBLE.id, N) == Status.OK and general.calls == calls
     assert np.array_equal(g.get_f32(x, N, guest=4096), values * 4)  # x = 2y, y = 2 * values
     g.host.close()
+
+
+def enqueued(g: Guest) -> list[object]:
+    """Every ExecutePlan the device records from now on (pipelined), in order."""
+    dev = g.host.device
+    seen: list[object] = []
+    real = dev.enqueue
+
+    def enqueue(plan, timeout):
+        seen.append(plan)
+        return real(plan, timeout)
+
+    dev.enqueue = enqueue
+    return seen
+
+
+def test_a_pipelined_resident_loop_records_through_the_steady_plan(monkeypatch):
+    g, x, y, values = resident_guest(pipelined=True)
+    assert g.dispatch(DOUBLE.id, N) == Status.OK  # (the set's second dispatch: its plan is made)
+    general = GeneralPath(monkeypatch)
+    seen = enqueued(g)
+    dev = g.host.device
+    for _ in range(4):
+        assert g.dispatch(DOUBLE.id, N) == Status.OK
+        last = g.host.context.log.last  # (a snapshot would wait for the device)
+        assert (last.outcome, last.pipelined, last.confirmed) == (Outcome.GPU, True, False)
+    assert general.calls == 0 and len(seen) == 4 and seen[2] is seen[0] and seen[3] is seen[1]
+    assert dev.pending_tickets >= 4  # recorded, none waited for
+    assert g.state(y) == "GPU_CURRENT"
+    assert np.array_equal(g.get_f32(y, N, guest=4096), values * 2)  # the copy-back waits for them
+    assert dev.pending_tickets == 0 and g.host.context.log.last_dispatch.confirmed
+    g.host.close()
+
+
+def test_pipelined_steady_uploads_record_each_set_s_values(monkeypatch):
+    """A guest that sets its input before each recorded dispatch: every dispatch reads the values
+    set before it, though none was waited for (the payloads are copied when recorded)."""
+    g, x, y, values = resident_guest(pipelined=True)
+    z = g.create(F32, N)
+    g.bind(x, y)
+    assert g.dispatch(DOUBLE.id, N) == Status.OK
+    general = GeneralPath(monkeypatch)
+    for i in range(4):
+        assert g.set_f32(x, values + i) == 0
+        assert g.dispatch(DOUBLE.id, N) == Status.OK
+        last = g.host.context.log.last
+        assert last.pipelined and not last.confirmed
+    assert general.calls == 0
+    assert np.array_equal(g.get_f32(y, N, guest=4096), (values + 3) * 2)
+    g.bind(y, z)  # a rebind: the general path for the new set, then its own steady plan
+    assert g.dispatch(DOUBLE.id, N) == Status.OK and general.calls == 1
+    assert g.dispatch(DOUBLE.id, N) == Status.OK and general.calls == 2
+    assert g.dispatch(DOUBLE.id, N) == Status.OK and general.calls == 2
+    assert np.array_equal(g.get_f32(z, N, guest=4096), (values + 3) * 4)
+    assert g.host.buffer_snapshot().totals.upload_count >= 5
+    g.host.close()
+
+
+def recording_failure(monkeypatch, steady: bool) -> tuple[object, ...]:
+    """What a recording failure after a pipelined steady dispatch leaves: statuses, states, reason."""
+    if not steady:
+        import wagogpu.buffers.dispatch as dispatch
+        monkeypatch.setattr(dispatch.Dispatcher, "_steady_plan", staticmethod(lambda inst, plan, bound: None))
+    g, x, y, values = resident_guest(pipelined=True)
+    assert g.dispatch(DOUBLE.id, N) == Status.OK
+    general = GeneralPath(monkeypatch)
+    assert g.dispatch(DOUBLE.id, N) == Status.OK  # (y unconfirmed)
+    assert general.calls == (0 if steady else 1) and not g.host.context.log.last.confirmed
+    g.host.device._faults = FaultInjector(fail={"submit": 1})
+    first = g.dispatch(DOUBLE.id, N)
+    last = g.host.context.log.last
+    answer = (first, g.state(x), g.state(y), last.reason_code, last.reason, g.dispatch(DOUBLE.id, N))
+    snap = g.host.buffer_snapshot()
+    assert snap.state == "FAILED" and not snap.totals_complete
+    g.host.close()
+    monkeypatch.undo()
+    return (*answer, len(snap.lost_dispatches))
+
+
+def test_a_pipelined_steady_dispatch_that_fails_to_record_ends_as_the_general_path_does(monkeypatch):
+    steady = recording_failure(monkeypatch, True)
+    assert steady == recording_failure(monkeypatch, False)
+    assert steady[0] == Status.CONTENTS_LOST and steady[1:3] == ("CPU_CURRENT", "CONTENTS_LOST")
+    assert "recording a pipelined dispatch failed at submit" in steady[4]
+    assert steady[6] == 3  # (every unconfirmed one: the three recorded since the set)
+
+
+def test_a_device_loss_finds_the_pipelined_steady_outputs_unconfirmed():
+    g, x, y, values = resident_guest(pipelined=True)
+    for _ in range(3):
+        assert g.dispatch(DOUBLE.id, N) == Status.OK
+    g.host.device._core.flags.lost = True  # as the driver's loss callback does
+    assert g.dispatch(DOUBLE.id, N) in (Status.CPU_FALLBACK, Status.CONTENTS_LOST)
+    assert g.state(y) == "CONTENTS_LOST"
+    assert g.inst.call("copyBuffer32", y, 0, 0, 4096, 4) == Status.CONTENTS_LOST
+    assert np.array_equal(g.get_f32(x, N, guest=4096), values)  # x was CPU-current throughout
+    g.host.close()
+
+
+def test_freeing_and_closing_with_pipelined_steady_dispatches_pending():
+    g, x, y, values = resident_guest(pipelined=True)
+    z = g.create(F32, N)
+    for _ in range(3):
+        assert g.dispatch(DOUBLE.id, N) == Status.OK
+    assert g.inst.call("freeBuffer", y) == 0  # the binding set changed: no kept plan may serve it
+    g.bind(x, z)
+    assert g.dispatch(DOUBLE.id, N) == Status.OK
+    assert g.dispatch(DOUBLE.id, N) == Status.OK
+    assert np.array_equal(g.get_f32(z, N, guest=4096), values * 2)
+    assert g.dispatch(DOUBLE.id, N) == Status.OK and not g.host.context.log.last.confirmed
+    g.host.close()  # waits for the pending dispatch
+    assert g.host.device is None or g.host.device.pending_tickets == 0

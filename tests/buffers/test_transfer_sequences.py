@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wagogpu import ElementType
+from wagogpu import ElementType, Status
 from wagogpu.buffers import TransferTuning
 
 from ..conftest import kernel
@@ -145,3 +145,29 @@ def test_fast_and_plain_paths_agree(pair, sequence) -> None:
         for g, hs in zip(pair, handles):
             for h in hs:
                 assert g.inst.call("freeBuffer", h) == 0
+
+
+@pytest.mark.parametrize("profile", [False, True])
+def test_transfers_time_their_commit_in_profile_mode_only(profile):
+    """A set and a copy-back (of a CPU-current and of a GPU-current buffer) keep the same counters
+    either way; their commit time is measured, and the profile valid, in profile mode only."""
+    double = kernel(2, "double")
+    g = Guest(gpu_host(kernels=[double], profile_stages=profile),
+              kernels=runner_kernel("double", 0, 1, "(f32.mul $x (f32.const 2))"))
+    x, y = g.create(ElementType.F32, 64), g.create(ElementType.F32, 64)
+    values = np.arange(64, dtype=np.float32)
+    assert g.set_f32(x, values) == 0
+    records = [g.last]
+    assert np.array_equal(g.get_f32(x, 64, guest=4096), values)
+    records.append(g.last)
+    g.bind(x, y)
+    assert g.dispatch(double.id, 64) == Status.OK
+    assert np.array_equal(g.get_f32(y, 64, guest=4096), values * 2)
+    records.append(g.last)
+    assert [(r.guest_set_bytes, r.guest_set_count, r.guest_copy_bytes, r.guest_copy_count) for r in records] == [
+        (256, 1, 0, 0), (0, 0, 256, 1), (0, 0, 256, 1)]
+    assert records[2].download_count == 1  # (the GPU-current output was read back)
+    for r in records:
+        assert r.profile_valid is profile
+        assert (r.commit > 0) is profile
+    g.host.close()

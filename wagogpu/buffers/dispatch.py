@@ -65,8 +65,8 @@ class Dispatcher:
 
     def run(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
             deadline: float, op: BufferOperation, guest_memory: tuple[int, int] | None = None) -> DispatchResult:
-        """One dispatch transaction; a waited one in the steady state of its binding set
-        (steady.py) runs _steady's fixed sequence instead of the plan phase below."""
+        """One dispatch transaction; one in the steady state of its binding set (steady.py) runs
+        _steady's fixed sequence (_steady_enqueue's when pipelined) instead of the plan phase below."""
         res = self.res
         pipelined = self.pipelined and not plan.error_word
         pending = res.pending
@@ -76,10 +76,12 @@ class Dispatcher:
                 return refused_or_fallback(settled, res.quarantine_reason)
         if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
-        steady = None if pipelined else self._steady_plan(inst, plan, bound)
+        steady = self._steady_plan(inst, plan, bound)
         if steady is not None:
             took = steady.take(inst, count)
             if took is not None:
+                if pipelined:
+                    return self._steady_enqueue(inst, steady, took, deadline, op)
                 return self._steady(inst, steady, took, deadline, op)
         tx = Transaction(inst, plan, bound, count, deadline, op, pipelined=pipelined)
         tx.guest_memory = guest_memory
@@ -178,12 +180,14 @@ class Dispatcher:
         uniform = inst.device.uniform
         assert uniform is not None  # take() saw it
         execute = steady.execute_plan(uniform, took, res.tuning.readahead_max_bytes, res.profile_stages)
-        if time.perf_counter() >= deadline:
+        clock = time.perf_counter
+        now = clock()
+        if now >= deadline:
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
         dev = res.live
         op.hardware_submitted = not dev.info.is_software
         try:
-            result = dev.execute(execute, max(0.0, deadline - time.perf_counter()))
+            result = dev.execute(execute, deadline - now)  # (> 0: checked just above)
         except DeviceFailure as exc:
             return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
         scratch, uploads, transient = took
@@ -193,7 +197,7 @@ class Dispatcher:
             self._uploaded(op, uploads)
         self._timed(op, result)
         op.confirmed = True
-        if time.perf_counter() >= deadline:  # (nothing was written in place: nothing to restore)
+        if clock() >= deadline:  # (nothing was written in place: nothing to restore)
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
         if dev.is_lost():
             return self.fail(steady.transaction(inst, deadline, op, took), "device lost after dispatch")
@@ -204,6 +208,44 @@ class Dispatcher:
             self._commit_output(inst, buf, written[0], size, readahead)
         if profile:
             op.commit += time.perf_counter() - t0
+        return PUBLISHED
+
+    def _steady_enqueue(self, inst: InstanceBuffers, steady: SteadyPlan, took: Taken, deadline: float,
+                        op: BufferOperation) -> DispatchResult:
+        """The pipelined steady state: what _enqueue does for a transaction that seeds nothing and
+        writes no parameters (record, give back the payloads' charge, count the uploads, commit
+        when recorded, queue the outputs as unconfirmed), in the same order and with the same
+        ways back."""
+        res = self.res
+        uniform = inst.device.uniform
+        assert uniform is not None  # take() saw it
+        execute = steady.execute_plan(uniform, took, res.tuning.readahead_max_bytes, res.profile_stages)
+        now = time.perf_counter()
+        if now >= deadline:
+            return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
+        try:
+            ticket = res.live.enqueue(execute, deadline - now)  # (> 0: checked just above)
+        except DeviceFailure as exc:
+            if res.pending:
+                res.pending.lose(f"recording a pipelined dispatch failed at {exc.stage}: {exc.message}")
+            return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
+        scratch, uploads, transient = took
+        inst.release(transient)  # the payloads were copied when recorded
+        if uploads:
+            self._uploaded(op, uploads)
+        op.pipelined = True
+        profile = res.profile_stages  # (the commit's time is reported in profile mode only)
+        t0 = time.perf_counter() if profile else 0.0
+        readahead = execute.readahead
+        written: list[Buffer] = []
+        nbytes = 0
+        for (_slot, buf, size), out in zip(steady.outputs, scratch):
+            self._commit_output(inst, buf, out[0], size, readahead)
+            written.append(buf)
+            nbytes += buf.gpu_bytes
+        if profile:
+            op.commit += time.perf_counter() - t0
+        res.pending.add(ticket, op, inst, tuple(written), nbytes)
         return PUBLISHED
 
     def _completed(self, tx: Transaction, result: ExecuteResult) -> None:

@@ -8,7 +8,7 @@ state (every input current on the device, or current on the CPU over a device co
 from it, as a guest that sets its input before each dispatch has it; no output lost or parked; the
 parameter block holding this count; an idle scratch per output; the uploads' charge fitting
 without eviction) then runs the dispatcher's fixed sequence for it (Dispatcher._steady: take,
-execute, commit) with no plan phase and no Transaction; one that is not goes through plan_slots
+execute, commit; Dispatcher._steady_enqueue when pipelined: take, record, commit) with no plan phase and no Transaction; one that is not goes through plan_slots
 as before. The plan is a shortcut for one common state, not a second set of rules: what it skips
 is what plan_slots would find had nothing to decide.
 
@@ -24,7 +24,7 @@ dispatch binds.
 """
 from __future__ import annotations
 
-from typing import cast
+from operator import attrgetter, itemgetter
 
 from ..abi import accessor as acc
 from ..abi.kernel import workgroup_grid
@@ -36,6 +36,8 @@ from .records import FLAGS_WORD, Buffer
 from .table import InstanceBuffers
 from .transaction import DispatchPlan, Transaction, Upload
 
+_GPU = attrgetter("gpu")
+_FIRST = itemgetter(0)
 #: An input is resident when its device copy is current and nothing is lost; uploadable from its
 #: CPU copy when that is current and nothing is lost.
 _RESIDENT_MASK = acc.GPU_CURRENT | acc.LOST
@@ -122,15 +124,20 @@ class SteadyPlan:
         """The ExecutePlan of this dispatch: without uploads, one handed the device before for
         exactly these handles (storage, parameter block, read-ahead), or a new one, kept; with
         uploads (fresh views of the CPU copies) a new one."""
+        # (Plain loops and C-level maps: a comprehension is a frame of its own on every dispatch.)
         taken, took_uploads, _transient = took
-        storage = [cast(BufferHandle, buf.gpu) for buf in self.inputs]  # (take() saw every one)
-        storage += [scratch[0] for scratch in taken]
+        storage: list[BufferHandle] = list(map(_GPU, self.inputs))  # (take() saw every one)
+        storage += map(_FIRST, taken)
         if self.order is not None:
-            storage = [storage[i] for i in self.order]
-        readahead = [scratch[0] for (_s, buf, _n), scratch in zip(self.outputs, taken)
-                     if buf.readahead_hint and scratch[1] <= readahead_max]
+            storage = list(map(storage.__getitem__, self.order))
+        readahead = []
+        for (_s, buf, _n), scratch in zip(self.outputs, taken):
+            if buf.readahead_hint and scratch[1] <= readahead_max:
+                readahead.append(scratch[0])
         if took_uploads:
-            uploads = [(u.gpu, u.start * u.buf.gpu_stride, u.words) for u in took_uploads]
+            uploads = []
+            for u in took_uploads:
+                uploads.append((u.gpu, u.start * u.buf.gpu_stride, u.words))
             return ExecutePlan(self.plan.pipeline, uniform, None, storage, uploads, (), self.grid, profile, None,
                                readahead)
         for execute in self.phases:

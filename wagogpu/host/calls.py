@@ -18,6 +18,7 @@ from ..buffers import Buffer, InstanceBuffers
 from ..diagnostics import STAGE_FIELDS, BufferOperation, Outcome, ReasonCode
 from ._wasmtime import GuestCaller, GuestMemory
 from .context import RuntimeContext
+from .placement import MEASURED
 
 if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
     from .module import Module
@@ -46,6 +47,7 @@ STATUS_REASONS: dict[int, str] = {
     Status.UNSUPPORTED_STORAGE: "this storage cannot take part in the transfer",
     Status.INVALID_STATE: "the instance or its host is closed",
 }
+_new = object.__new__
 #: The stage durations an invalid profile leaves at their class default, 0.0.
 _STAGES = frozenset(STAGE_FIELDS)
 
@@ -163,9 +165,17 @@ class ImportGroup:
         """Start the record of the import being served (its name comes from the ABI table)."""
         scope = self.scope
         started = scope.started
-        op = BufferOperation.start(scope.import_name, self.buffers.instance_id, count, kernel_id)
-        call = ImportCall(op, started, started + self.ctx.config.run_timeout)
-        op.queue_wait = time.perf_counter() - started
+        op = _new(BufferOperation)  # BufferOperation.start's record, made here: one frame less per import
+        d = op.__dict__
+        d["import_name"] = scope.import_name
+        d["instance"] = self.buffers.instance_id
+        d["count"] = count
+        d["kernel_id"] = kernel_id
+        call = _new(ImportCall)
+        call.op = op
+        call.started = started
+        call.deadline = started + self.ctx.config.run_timeout
+        d["queue_wait"] = time.perf_counter() - started
         self._check_loss()
         pending = self._pending
         if pending.dispatches and pending.overdue():  # pipelined work waited on too long: settle it
@@ -203,8 +213,8 @@ class ImportGroup:
         op.reason_code = reason_code
         op.reason = reason
         op.total = time.perf_counter() - call.started
-        if op.download_count:  # measured readbacks feed placement's copy line (before the zeroing below)
-            self.ctx.costs.note_readbacks(op)
+        if op.download_count and self.ctx.config.placement == MEASURED:
+            self.ctx.costs.note_readbacks(op)  # measured readbacks feed placement's copy line (before the zeroing below)
         if self.ctx.config.profile_stages and success and op.transfer_counts_complete:
             op.profile_valid = True
         else:
