@@ -34,6 +34,16 @@ from bench.cpu_kernels import KERNELS, guest_wat, kernel_config
 from wagogpu import Config, Host
 
 
+def checked(host: Host, inst: Any, n: int, want: bytes | None) -> tuple[bool, bytes]:
+    """Whether the last dispatch ran as a CPU kernel and its n outputs equal `want` (the first
+    host's, when None), and the bytes the next host must match."""
+    last = host.buffer_snapshot().last_dispatch
+    assert inst.call("fetch", n) == 0
+    out = inst.memory_view()[4 * n:8 * n].tobytes()
+    want = out if want is None else want
+    return last.status == 0 and str(last.outcome) == "CPU" and out == want, want
+
+
 def per_call(call: Callable[[], Any], batch: int) -> float:
     t0 = time.perf_counter_ns()
     for _ in range(batch):
@@ -69,11 +79,7 @@ def after_long(names: list[str], n: int, insts: dict[int, Any], hosts: dict[int,
                 small()
                 warm.append(_timed(small))
             long()
-            last = hosts[t].buffer_snapshot().last_dispatch
-            assert inst.call("fetch", n) == 0
-            out = inst.memory_view()[4 * n:8 * n].tobytes()
-            want = out if want is None else want
-            ok = last.status == 0 and str(last.outcome) == "CPU" and out == want
+            ok, want = checked(hosts[t], inst, n, want)
             failures += not ok
             emit({"bench": "cpu_dispatch_cost", "mode": "after_long", "kernel": name, "elements": 1024,
                   "long_elements": n, "threads": t, **env, "cold_us": statistics.median(cold),
@@ -123,11 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 base = statistics.median(got["direct"])
                 want = None
                 for t, inst in insts.items():
-                    last = hosts[t].buffer_snapshot().last_dispatch
-                    assert inst.call("fetch", n) == 0
-                    out = inst.memory_view()[4 * n:8 * n].tobytes()
-                    want = out if want is None else want
-                    ok = last.status == 0 and str(last.outcome) == "CPU" and out == want
+                    ok, want = checked(hosts[t], inst, n, want)
                     failures += not ok
                     med = statistics.median(got[t])
                     emit({"bench": "cpu_dispatch_cost", "kernel": name, "elements": n, "threads": t, **env,
