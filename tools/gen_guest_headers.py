@@ -21,7 +21,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gen_import_docs import PARAMETER_NAMES, lookup
 
@@ -40,20 +40,55 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
-def _c_import(imp: dict[str, Any]) -> str | None:
-    """One C declaration, or None where C cannot express the signature (anyref, two results)."""
-    params, results = imp["params"], imp["results"]
-    if any(t not in C_TYPES for t in (*params, *results)) or len(results) > 1:
-        return None
-    unsigned = re.fullmatch(r"(read|write)BufferU(32|64)", imp["name"]) is not None
+ZIG_UNSIGNED = {"i32": "u32", "i64": "u64"}  # AssemblyScript spells them the same
 
-    def ctype(t: str, is_value: bool) -> str:
-        return C_UNSIGNED[t] if unsigned and is_value else C_TYPES[t]
+GO_TYPES = {"i32": "int32", "i64": "int64", "f32": "float32", "f64": "float64"}
+GO_UNSIGNED = {"i32": "uint32", "i64": "uint64"}
+# Go needs the declarations inside the guest's own package: one generated copy per Go guest.
+GO_PACKAGES = (ROOT / "tests" / "corpus" / "src" / "go", ROOT / "examples" / "tinygo")
 
-    names = lookup(PARAMETER_NAMES, imp["name"])
-    args = ", ".join(f"{ctype(t, n == 'value')} {_snake(n)}" for t, n in zip(params, names))
-    result = ctype(results[0], True) if results else "void"
-    return f'WAGO_IMPORT("{imp["name"]}") {result} {imp["name"]}({args or "void"});'
+
+class Declarations(NamedTuple):
+    """How one guest language declares an import: its Wasm value types (`unsigned` for the values
+    of readBufferU32/U64 and writeBufferU32/U64), a parameter (`param` with {type} and {name}, the
+    name in snake case where `snake`), the result (`result` with {type}, or `void` for none) and
+    the declaration (`line` with {module}, {name}, {args}, {result}; `no_args` for an empty list)."""
+
+    types: dict[str, str]
+    unsigned: dict[str, str]
+    param: str
+    snake: bool
+    result: str
+    void: str
+    line: str
+    no_args: str = ""
+
+    def of(self, imp: dict[str, Any]) -> str | None:
+        """The import's declaration, or None where the language cannot express it (anyref, two results)."""
+        params, results = imp["params"], imp["results"]
+        if any(t not in self.types for t in (*params, *results)) or len(results) > 1:
+            return None
+        unsigned = re.fullmatch(r"(read|write)BufferU(32|64)", imp["name"]) is not None
+
+        def vtype(t: str, is_value: bool) -> str:
+            return self.unsigned[t] if unsigned and is_value else self.types[t]
+
+        names = lookup(PARAMETER_NAMES, imp["name"])
+        args = ", ".join(self.param.format(type=vtype(t, n == "value"), name=_snake(n) if self.snake else n)
+                         for t, n in zip(params, names))
+        result = self.result.format(type=vtype(results[0], True)) if results else self.void
+        return self.line.format(module=MODULE, name=imp["name"], args=args or self.no_args, result=result)
+
+
+WASM_TYPES = {t: t for t in C_TYPES}  # Zig and AssemblyScript spell Wasm's value types as Wasm does
+C = Declarations(C_TYPES, C_UNSIGNED, "{type} {name}", True, "{type}", "void",
+                 'WAGO_IMPORT("{name}") {result} {name}({args});', no_args="void")
+ZIG = Declarations(WASM_TYPES, ZIG_UNSIGNED, "{name}: {type}", True, "{type}", "void",
+                   'pub extern "{module}" fn {name}({args}) {result};')
+AS = Declarations(WASM_TYPES, ZIG_UNSIGNED, "{name}: {type}", False, "{type}", "void",
+                  '@external("{module}", "{name}") export declare function {name}({args}): {result};')
+GO = Declarations(GO_TYPES, GO_UNSIGNED, "{name} {type}", False, " {type}", "",
+                  "//go:wasmimport {module} {name}\nfunc {name}({args}){result}\n")
 
 
 def c_header(table: dict[str, Any]) -> str:
@@ -77,33 +112,16 @@ def c_header(table: dict[str, Any]) -> str:
         "};",
         "",
     ]
-    lines += [d for imp in table["imports"] if (d := _c_import(imp)) is not None]
+    lines += [d for imp in table["imports"] if (d := C.of(imp)) is not None]
     lines += ["", "#endif", ""]
     return "\n".join(lines)
 
 
-ZIG_UNSIGNED = {"i32": "u32", "i64": "u64"}
 
 
 def _pascal(name: str) -> str:
     """INVALID_HANDLE -> InvalidHandle."""
     return "".join(word.capitalize() for word in name.split("_"))
-
-
-def _zig_import(imp: dict[str, Any]) -> str | None:
-    """One Zig extern declaration, or None where Zig cannot express it (anyref, two results)."""
-    params, results = imp["params"], imp["results"]
-    if any(t not in C_TYPES for t in (*params, *results)) or len(results) > 1:
-        return None
-    unsigned = re.fullmatch(r"(read|write)BufferU(32|64)", imp["name"]) is not None
-
-    def ztype(t: str, is_value: bool) -> str:
-        return ZIG_UNSIGNED[t] if unsigned and is_value else t
-
-    names = lookup(PARAMETER_NAMES, imp["name"])
-    args = ", ".join(f"{_snake(n)}: {ztype(t, n == 'value')}" for t, n in zip(params, names))
-    result = ztype(results[0], True) if results else "void"
-    return f'pub extern "{MODULE}" fn {imp["name"]}({args}) {result};'
 
 
 def zig_header(table: dict[str, Any]) -> str:
@@ -121,28 +139,8 @@ def zig_header(table: dict[str, Any]) -> str:
         "};",
         "",
     ]
-    lines += [d for imp in table["imports"] if (d := _zig_import(imp)) is not None]
+    lines += [d for imp in table["imports"] if (d := ZIG.of(imp)) is not None]
     return "\n".join(lines) + "\n"
-
-
-AS_UNSIGNED = ZIG_UNSIGNED
-
-
-def _as_import(imp: dict[str, Any]) -> str | None:
-    """One AssemblyScript declaration, or None where it cannot express it (anyref, two results)."""
-    params, results = imp["params"], imp["results"]
-    if any(t not in C_TYPES for t in (*params, *results)) or len(results) > 1:
-        return None
-    unsigned = re.fullmatch(r"(read|write)BufferU(32|64)", imp["name"]) is not None
-
-    def atype(t: str, is_value: bool) -> str:
-        return AS_UNSIGNED[t] if unsigned and is_value else t
-
-    names = lookup(PARAMETER_NAMES, imp["name"])
-    args = ", ".join(f"{n}: {atype(t, n == 'value')}" for t, n in zip(params, names))
-    result = atype(results[0], True) if results else "void"
-    name = imp["name"]
-    return f'@external("{MODULE}", "{name}") export declare function {name}({args}): {result};'
 
 
 def as_header(table: dict[str, Any]) -> str:
@@ -157,30 +155,8 @@ def as_header(table: dict[str, Any]) -> str:
         *(f"@inline export const STATUS_{s['name']}: i32 = {s['value']};" for s in table["statuses"]),
         "",
     ]
-    lines += [d for imp in table["imports"] if (d := _as_import(imp)) is not None]
+    lines += [d for imp in table["imports"] if (d := AS.of(imp)) is not None]
     return "\n".join(lines) + "\n"
-
-
-GO_TYPES = {"i32": "int32", "i64": "int64", "f32": "float32", "f64": "float64"}
-GO_UNSIGNED = {"i32": "uint32", "i64": "uint64"}
-# Go needs the declarations inside the guest's own package: one generated copy per Go guest.
-GO_PACKAGES = (ROOT / "tests" / "corpus" / "src" / "go", ROOT / "examples" / "tinygo")
-
-
-def _go_import(imp: dict[str, Any]) -> str | None:
-    """One Go declaration, or None where Go cannot express it (anyref, two results)."""
-    params, results = imp["params"], imp["results"]
-    if any(t not in GO_TYPES for t in (*params, *results)) or len(results) > 1:
-        return None
-    unsigned = re.fullmatch(r"(read|write)BufferU(32|64)", imp["name"]) is not None
-
-    def gtype(t: str, is_value: bool) -> str:
-        return GO_UNSIGNED[t] if unsigned and is_value else GO_TYPES[t]
-
-    names = lookup(PARAMETER_NAMES, imp["name"])
-    args = ", ".join(f"{n} {gtype(t, n == 'value')}" for t, n in zip(params, names))
-    result = f" {gtype(results[0], True)}" if results else ""
-    return f"//go:wasmimport {MODULE} {imp['name']}\nfunc {imp['name']}({args}){result}\n"
 
 
 def _go_consts(values: dict[str, int]) -> list[str]:
@@ -208,7 +184,7 @@ def go_header(table: dict[str, Any]) -> str:
         ")",
         "",
     ]
-    lines += [d for imp in table["imports"] if (d := _go_import(imp)) is not None]
+    lines += [d for imp in table["imports"] if (d := GO.of(imp)) is not None]
     return "\n".join(lines)
 
 
