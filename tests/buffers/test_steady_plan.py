@@ -37,18 +37,24 @@ def resident_guest(n: int = N, **config) -> tuple[Guest, int, int, np.ndarray]:
     return g, x, y, values
 
 
-def executes(g: Guest) -> list[object]:
-    """Every ExecutePlan the device is handed from now on, in order."""
+def handed(g: Guest, method: str) -> list[object]:
+    """Every ExecutePlan the device's `method` (execute, or enqueue when pipelined) is handed from now
+    on, in order."""
     dev = g.host.device
     seen: list[object] = []
-    real = dev.execute
+    real = getattr(dev, method)
 
-    def execute(plan, timeout):
+    def record(plan, timeout):
         seen.append(plan)
         return real(plan, timeout)
 
-    dev.execute = execute
+    setattr(dev, method, record)
     return seen
+
+
+def executes(g: Guest) -> list[object]:
+    """Every ExecutePlan the device is handed from now on, in order."""
+    return handed(g, "execute")
 
 
 def test_a_resident_loop_reuses_two_execute_plans_and_stays_correct():
@@ -293,16 +299,7 @@ def test_binding_the_same_handles_again_keeps_the_steady_state(monkeypatch):
 
 def enqueued(g: Guest) -> list[object]:
     """Every ExecutePlan the device records from now on (pipelined), in order."""
-    dev = g.host.device
-    seen: list[object] = []
-    real = dev.enqueue
-
-    def enqueue(plan, timeout):
-        seen.append(plan)
-        return real(plan, timeout)
-
-    dev.enqueue = enqueue
-    return seen
+    return handed(g, "enqueue")
 
 
 def test_a_pipelined_resident_loop_records_through_the_steady_plan(monkeypatch):
