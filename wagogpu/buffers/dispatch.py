@@ -201,13 +201,7 @@ class Dispatcher:
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
         if dev.is_lost():
             return self.fail(steady.transaction(inst, deadline, op, took), "device lost after dispatch")
-        profile = res.profile_stages  # (the commit's time is reported in profile mode only)
-        t0 = time.perf_counter() if profile else 0.0
-        readahead = execute.readahead
-        for (_slot, buf, size), written in zip(steady.outputs, scratch):
-            self._commit_output(inst, buf, written[0], size, readahead)
-        if profile:
-            op.commit += time.perf_counter() - t0
+        self._steady_commit(inst, steady, scratch, execute.readahead, op)
         return PUBLISHED
 
     def _steady_enqueue(self, inst: InstanceBuffers, steady: SteadyPlan, took: Taken, deadline: float,
@@ -234,19 +228,19 @@ class Dispatcher:
         if uploads:
             self._uploaded(op, uploads)
         op.pipelined = True
-        profile = res.profile_stages  # (the commit's time is reported in profile mode only)
+        self._steady_commit(inst, steady, scratch, execute.readahead, op)
+        res.pending.add(ticket, op, inst, steady.written, steady.written_bytes)
+        return PUBLISHED
+
+    def _steady_commit(self, inst: InstanceBuffers, steady: SteadyPlan, scratch: list[Scratch],
+                       readahead: Sequence[BufferHandle], op: BufferOperation) -> None:
+        """A steady dispatch's outputs committed from their scratch (timed in profile mode only)."""
+        profile = self.res.profile_stages
         t0 = time.perf_counter() if profile else 0.0
-        readahead = execute.readahead
-        written: list[Buffer] = []
-        nbytes = 0
         for (_slot, buf, size), out in zip(steady.outputs, scratch):
             self._commit_output(inst, buf, out[0], size, readahead)
-            written.append(buf)
-            nbytes += buf.gpu_bytes
         if profile:
             op.commit += time.perf_counter() - t0
-        res.pending.add(ticket, op, inst, tuple(written), nbytes)
-        return PUBLISHED
 
     def _completed(self, tx: Transaction, result: ExecuteResult) -> None:
         """The device ran the submission: uploads are valid cache whether or not we publish."""

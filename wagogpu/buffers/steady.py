@@ -53,7 +53,7 @@ _NO_UPLOADS: tuple[()] = ()
 class SteadyPlan:
     """One kernel's binding set, resolved once (see the module docstring)."""
 
-    __slots__ = ("plan", "bound", "count", "grid", "inputs", "outputs", "order", "phases")
+    __slots__ = ("plan", "bound", "count", "grid", "inputs", "outputs", "written", "written_bytes", "order", "phases")
 
     def __init__(self, plan: DispatchPlan, bound: dict[int, Buffer]) -> None:
         write = plan.write_slots
@@ -62,6 +62,8 @@ class SteadyPlan:
         self.bound = bound
         self.inputs = tuple(bound[s] for s in used if s not in write)
         self.outputs = tuple((s, bound[s], bound[s].gpu_bytes) for s in used if s in write)
+        self.written = tuple(buf for _s, buf, _n in self.outputs)  # what a pipelined dispatch leaves unconfirmed
+        self.written_bytes = sum(n for _s, _b, n in self.outputs)
         # Binding order as positions in [inputs..., outputs...]; None when that already is it.
         flat = [s for s in used if s not in write] + [s for s in used if s in write]
         order = tuple(flat.index(s) for s in used)
