@@ -107,8 +107,8 @@ class ResolvedTuning:
     set_copy_threads: tuple[int, int]
     readahead_max_bytes: int  # 0: never ask for a read-ahead
     quarantine_readback_seconds: float
-    readback_pieces: int = 1
-    readback_piece_min_bytes: int = 2 * MIB
+    readback_pieces: int
+    readback_piece_min_bytes: int
 
     @classmethod
     def resolve(cls, tuning: TransferTuning, device: GpuDevice | None) -> ResolvedTuning:
@@ -139,7 +139,7 @@ class PipelineTuning:
     def __post_init__(self) -> None:
         for name in ("max_dispatches", "max_bytes", "submit_every"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not _is_int(value, 1):
                 raise ConfigError(f"PipelineTuning.{name}", f"expected a positive integer, got {value!r}")
         seconds = self.max_seconds
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:

@@ -124,8 +124,7 @@ class TransferImports(ImportGroup):
         if full_set:
             stage = res.set_copy(inst, buf, inst.cpu_address(buf), guest, nbytes)
             buf.record.note_cpu_write(0, count)
-            if stage is not None:
-                res.keep_stage(buf, stage)
+            res.keep_stage(buf, stage)
         else:
             copy_bytes(inst.cpu_address(buf) + offset * stored, guest, nbytes)
             buf.record.note_cpu_write(offset, offset + count)
