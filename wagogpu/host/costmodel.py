@@ -149,6 +149,16 @@ class KernelModel:
             found = self.bands[b] = Band()
         return found
 
+    def repeat(self, elements: int) -> Device | None:
+        """The device of a settled decision that repeats without asking (STREAK; a move ends it),
+        counted as a decision; None when the band has none running."""
+        bd = self.bands.get(elements.bit_length())
+        if bd is None or not bd.streak:
+            return None
+        bd.streak -= 1
+        self.decisions += 1
+        return bd.streak_device
+
     def choose(self, elements: int, move_gpu: float, move_cpu: float) -> Device:
         """Where a dispatch of `elements` runs, given what the moves to each device cost now."""
         self.decisions += 1

@@ -116,11 +116,9 @@ class DispatchImport(ImportGroup):
             model = self._models.get(kernel_id)
             if model is None:
                 model = self._model(kernel_id)
-            band = model.bands.get(count.bit_length())
-            if band is not None and band.streak:  # a settled decision repeats: what measured_where answers first
-                band.streak -= 1
-                model.decisions += 1
-                where = _GPU if band.streak_device is Device.GPU else Where.CPU
+            settled = model.repeat(count)  # a settled decision repeats: what measured_where answers first
+            if settled is not None:
+                where = _GPU if settled is Device.GPU else Where.CPU
             else:
                 where = measured_where(ctx, self.module, entry.kernel, entry.plan, count, bound)
         else:

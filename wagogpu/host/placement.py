@@ -71,11 +71,9 @@ def measured_where(ctx: RuntimeContext, module: Module, kernel: KernelConfig, pl
     costs = ctx.costs
     model = costs.kernels.get((module.id, kernel.id))
     if model is not None:  # a settled decision repeats without asking (costmodel.STREAK; a move ends it)
-        bd = model.bands.get(count.bit_length())
-        if bd is not None and bd.streak:
-            bd.streak -= 1
-            model.decisions += 1
-            return _WHERE_GPU if bd.streak_device is _GPU_DEVICE else _WHERE_CPU
+        settled = model.repeat(count)
+        if settled is not None:
+            return _WHERE_GPU if settled is _GPU_DEVICE else _WHERE_CPU
     else:
         model = costs.model(module.id, kernel.id)
     if isinstance(module.cpu_kernels.get(kernel.id), str):  # its CPU module did not build: the GPU's
