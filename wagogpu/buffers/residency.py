@@ -246,20 +246,18 @@ class Residency:
         return self._readback(inst, buf, deadline, counters, op, park=False)
 
     def make_cpu_replaceable(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
-                             counters: TransferCounters, op: BufferOperation | None = None) -> tuple[Status, bool]:
+                             counters: TransferCounters, op: BufferOperation | None = None) -> Status:
         """make_cpu_current for a buffer a CPU kernel is about to overwrite whole: a stale CPU copy
         is not read back (the kernel replaces every byte; a trap leaves the copy stale, its flags
-        untouched, so nothing is published). (status, whether the read-back was skipped)."""
+        untouched, so nothing is published). A current, lost or parked one goes through
+        make_cpu_current (a parked copy comes in by memcpy, no device wait)."""
         if self.pending.dispatches and not buf.record.words[FLAGS_WORD] & acc.CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
-                return status, False
-        flags = buf.record.words[FLAGS_WORD]
-        if flags & acc.LOST:
-            return Status.CONTENTS_LOST, False
-        if flags & acc.CPU_CURRENT or buf.parked is not None:  # (a parked copy comes in by memcpy, no device wait)
-            return self.make_cpu_current(inst, buf, deadline, counters, op), False
-        return Status.OK, True
+                return status
+        if buf.record.words[FLAGS_WORD] & (acc.CPU_CURRENT | acc.LOST) or buf.parked is not None:
+            return self.make_cpu_current(inst, buf, deadline, counters, op)
+        return _OK
 
     def _staging_for(self, inst: InstanceBuffers, size: int) -> Status:
         """The instance's readback staging, of exactly size bytes (reserved and allocated if needed)."""

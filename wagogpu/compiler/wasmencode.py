@@ -10,8 +10,9 @@ from collections.abc import Iterable
 
 from .intrinsics import VALUE_TYPE_BYTE as VALUE_TYPE
 from .optable import MEMORY_INDEX_FLAG, OPCODES, PREFIX_FC
+from .reader import WASM_HEADER
 
-HEADER = b"\0asm\x01\0\0\0"
+HEADER = WASM_HEADER  # (the reader checks for it; one constant for both)
 #: Opcode by mnemonic, from the compiler's one opcode-name table.
 OPCODE: dict[str, int] = {row.name: op for op, row in OPCODES.items()
                          if (row.name != "select" or op == 0x1B) and op != PREFIX_FC}

@@ -256,7 +256,7 @@ class DispatchImport(ImportGroup):
         residency = self.ctx.residency
         for b in kernel.bindings:
             if b.slot in replaced:
-                status, _skipped = residency.make_cpu_replaceable(self.buffers, bound[b.slot], call.deadline, op, op)
+                status = residency.make_cpu_replaceable(self.buffers, bound[b.slot], call.deadline, op, op)
             else:
                 status = residency.make_cpu_current(self.buffers, bound[b.slot], call.deadline, op, op)
             if status:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..compiler.reader import Reader, ReaderError
+from ..compiler.reader import WASM_HEADER, Reader, ReaderError
+from ..compiler.wasmencode import section
 from ..compiler.wasmencode import uleb as uleb128
 
 MEMORY_EXPORT_PREFIX = "wagogpu:memory:"
 GLOBAL_EXPORT_PREFIX = "wagogpu:global:"
-_HEADER = b"\0asm\x01\0\0\0"
 _EXPORT_SECTION = 7
 _MEMORY_SECTION = 5
 # Section ids that come before the export section in the standard order (tag 13 sits after memory).
@@ -28,7 +28,7 @@ def memory_export_name(index: int) -> str:
 def _sections(wasm: bytes) -> Iterator[tuple[int, int, int, int]]:
     """(id, section start, payload start, end) of each section, read with the compiler's bounded
     reader; ValueError when the framing is malformed."""
-    if wasm[:8] != _HEADER:
+    if wasm[:8] != WASM_HEADER:
         raise ValueError("not a core Wasm module")
     r = Reader(wasm, 8)
     try:
@@ -43,8 +43,7 @@ def _sections(wasm: bytes) -> Iterator[tuple[int, int, int, int]]:
 
 
 def _export_section(existing: int, entries: bytes, extra: bytes, added: int) -> bytes:
-    payload = uleb128(existing + added) + entries + extra
-    return bytes([_EXPORT_SECTION]) + uleb128(len(payload)) + payload
+    return section(_EXPORT_SECTION, uleb128(existing + added) + entries + extra)
 
 
 def global_export_name(index: int) -> str:
@@ -61,7 +60,7 @@ def add_memory_exports(wasm: bytes, memory_count: int, globals_: tuple[int, ...]
         for i in range(memory_count)) + b"".join(
         uleb128(len(name := global_export_name(g).encode())) + name + b"\x03" + uleb128(g) for g in globals_)
     memory_count += len(globals_)  # the count of exports added
-    out = bytearray(_HEADER)
+    out = bytearray(WASM_HEADER)
     inserted = False
     for sid, start, body, end in _sections(wasm):
         if not inserted and sid == _EXPORT_SECTION:
