@@ -103,7 +103,9 @@ class CpuKernelRunner:
         # same object while that set stands and a new one after a bind, a free or close; a buffer's
         # address and length are fixed for its life.
         self._table_for: tuple[CpuKernelModule, dict[int, Buffer]] | None = None
-        self._interruptible = any(getattr(ctx.config, name, None) is not None for name in ("call_timeout", "fuel"))
+        self._interruptible = ctx.guest_limits.per_call
+        # The pool's stores are armed per run only where a limit needs it (GuestLimits.arm).
+        self._arm = ctx.guest_limits.arm if self._interruptible else None
 
     def _run_call(self, kernel: CompiledCpuKernel) -> QueueCalls:
         found = self._runs.get(kernel.record.kernel_id)
@@ -165,10 +167,9 @@ class CpuKernelRunner:
         """The range on n threads (this one and n - 1 of the Host's pool): the first trap's line or ""."""
         assert self._workers is not None and calls.lead is not None
         pool = host_pool(self._ctx)
-        limits = getattr(self._ctx, "guest_limits", None)  # call_timeout/fuel, where the host has them
         tag = self._tags.setdefault(kernel.record.kernel_id, len(self._tags) + 1)
         with pool.lock:
-            self._workers.prepare(pool, tag, kernel.compiled, getattr(limits, "arm", None))
+            self._workers.prepare(pool, tag, kernel.compiled, self._arm)
             mark("ready")
             if cputhreads.SCHEDULE is Schedule.QUEUE:
                 return pool.run_queue(self._workers, tag, calls.lead, n, count, chunk_size(count, n), buffers.view(),
