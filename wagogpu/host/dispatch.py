@@ -13,7 +13,6 @@ from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
 from ..diagnostics import Outcome, ReasonCode
 from .calls import U32, Handlers, ImportCall, ImportGroup, ImportScope
-from .costmodel import Device, KernelModel
 from .cpukernels import compiled_cpu_kernel, replaced_slots
 from .placement import MEASURED, Where, measured_where, observe, place
 
@@ -90,7 +89,6 @@ class DispatchImport(ImportGroup):
         super().__init__(scope)
         self._entries: dict[int, KernelEntry] = {}
         self._bindings: dict[int, BindingSet] = {}  # kernel ID -> its last checked binding set
-        self._models: dict[int, KernelModel] = {}  # kernel ID -> its measured model (placement="measured")
 
     def handlers(self) -> Handlers:
         return {"dispatch": (self.dispatch, False)}
@@ -113,14 +111,7 @@ class DispatchImport(ImportGroup):
             where, reason_code, reason = _GPU, _NO_REASON, ""  # what place() answers once the fixed checks passed
         elif entry.measured and entry.gpu_ready and ctx.residency.usable:  # (place()'s measured answer, its checks passed)
             reason_code, reason = _NO_REASON, ""
-            model = self._models.get(kernel_id)
-            if model is None:
-                model = self._model(kernel_id)
-            settled = model.repeat(count)  # a settled decision repeats: what measured_where answers first
-            if settled is not None:
-                where = _GPU if settled is Device.GPU else Where.CPU
-            else:
-                where = measured_where(ctx, self.module, entry.kernel, entry.plan, count, bound)
+            where = measured_where(ctx, self.module, entry.kernel, entry.plan, count, bound)  # (a settled repeat first)
         else:
             placed = place(ctx, self.module, entry.kernel, entry.plan, count, bound)
             where, reason_code, reason = placed.where, placed.reason_code, placed.reason
@@ -142,16 +133,10 @@ class DispatchImport(ImportGroup):
             return self._cpu_kernel(call, entry, bound, count, reason_code, reason)
         return self._fall_back(call, entry.kernel, bound, reason_code, reason)
 
-    def _model(self, kernel_id: int) -> KernelModel:
-        """The kernel's measured model (costmodel.CostModels keeps one per module and kernel for the
-        host's life), kept here so a dispatch finds it by kernel ID alone."""
-        model = self._models[kernel_id] = self.ctx.costs.model(self.module.id, kernel_id)
-        return model
-
     def _sampled(self, kernel_id: int, count: int) -> bool:
         """Whether measured placement samples this GPU dispatch: all but the repeats of a settled
         decision (costmodel.STREAK), whose band the decision just made left in its streak."""
-        model = self._models.get(kernel_id)
+        model = self.ctx.costs.kernels.get((self.module.id, kernel_id))
         band = model.bands.get(count.bit_length()) if model is not None else None
         return band is None or not band.streak
 
