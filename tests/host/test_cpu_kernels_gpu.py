@@ -3,6 +3,8 @@ to the CPU kernel and the rest to the GPU; measured placement tries both devices
 model per device that the snapshot shows, every answer the guest's runner's."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -177,6 +179,53 @@ def test_measured_placement_prices_no_readback_for_an_output_replaced_whole():
         assert priced == [(4 * 4096, 1)]  # the third dispatch only: a count short of the length keeps the tail
     finally:
         host.close()
+
+
+def test_measured_placement_prices_the_uploads_the_gpu_makes_and_no_other():
+    """A READ_WRITE output the kernel replaces whole is not uploaded by the GPU path (buffers/setup.py),
+    so after the CPU kernel ran (the output current on the CPU alone) the measured choice prices a
+    copy toward the GPU only for the input the guest rewrote; with a count short of the output's
+    length the GPU must upload the output too, and that is priced."""
+    kernel = replace(KERNEL, bindings=[BindingConfig(0, E.I32, A.READ), BindingConfig(1, E.I32, A.READ_WRITE)])
+    host = gpu_host(kernels=[kernel], cpu_kernels=True, placement="measured")
+    try:
+        g = Guest(host, kernels=looped_kernel("triple", BODY))
+        src, dst = g.create(E.I32, 4096), g.create(E.I32, 4096)
+        x = np.arange(4096, dtype=np.int32)
+        g.inst.write_buffer(src, x)
+        g.bind(src, dst)
+        priced: list[int] = []
+
+        class Recorded(CopyLine):
+            def seconds(self, nbytes: int, copies: int) -> float:
+                priced.append(copies)
+                return super().seconds(nbytes, copies)
+
+        host.context.costs.to_gpu = Recorded()
+        outcomes = []
+        for _ in range(2 * (MIN_SAMPLES + SETTLE) + 4):  # the GPU explored, then the CPU kernel
+            g.inst.write_buffer(src, x)  # the input current on the CPU alone before every dispatch
+            assert g.dispatch(1, 4096) == 0
+            outcomes.append(str(host.buffer_snapshot().last_dispatch.outcome))
+        assert "CPU" in outcomes and "GPU" in outcomes
+        assert priced and set(priced) == {1}  # the input alone, never the output replaced whole
+        assert np.array_equal(g.inst.read_buffer(dst), 3 * x)
+        priced.clear()
+        g.inst.write_buffer(src, x)
+        assert g.dispatch(1, 4000) == 0  # a new band: the GPU explored, its output's tail kept
+        assert priced == [2]
+        assert np.array_equal(g.inst.read_buffer(dst), 3 * x)
+    finally:
+        host.close()
+
+
+def test_a_plans_overwritten_slots_are_its_written_slots_never_read_first():
+    from wagogpu.compiler.contract import KernelClass, KernelPlan
+    plan = KernelPlan(1, KernelClass.ELIGIBLE, read_slots=frozenset({0, 2}), write_slots=frozenset({1, 2, 3}),
+                      read_before_write=frozenset({2}))
+    assert plan.overwritten_slots == {1, 3}
+    assert plan.replaces_whole(1, 64, 64) and not plan.replaces_whole(1, 63, 64)
+    assert not plan.replaces_whole(2, 64, 64) and not plan.replaces_whole(0, 64, 64)
 
 
 def test_a_pipelined_gpu_sample_is_taken_once_the_device_confirmed_it(monkeypatch):

@@ -22,11 +22,11 @@ from .transaction import Transaction, Upload
 def plan_slots(res: Residency, tx: Transaction) -> Status | None:
     """Bind every slot the kernel uses, in binding order (docs/design/abi.md §4.6 steps 2-5)."""
     plan, count, bound = tx.plan, tx.count, tx.bound
-    write_slots = plan.write_slots
+    write_slots, overwritten = plan.write_slots, plan.overwritten_slots
     for slot in plan.used_slots:
         buf = bound[slot]
         written = slot in write_slots
-        replace = written and count == buf.length and slot not in plan.read_before_write
+        replace = count == buf.length and slot in overwritten  # (plan.replaces_whole, inline: every dispatch)
         flags = buf.record.words[FLAGS_WORD]
         if flags & acc.LOST:
             return Status.CONTENTS_LOST

@@ -71,7 +71,7 @@ class SteadyPlan:
         lengths = {buf.length for _s, buf, _n in self.outputs}
         # The shortcut serves kernels that replace every output whole (all one length, none read
         # first), without an error word or a guest memory snapshot: count must be that length.
-        served = (len(lengths) == 1 and not write & plan.read_before_write and not plan.error_word
+        served = (len(lengths) == 1 and write <= plan.overwritten_slots and not plan.error_word
                   and plan.memory < 0)
         self.count = lengths.pop() if served else -1
         self.grid = workgroup_grid(self.count) if served else (0, 0)

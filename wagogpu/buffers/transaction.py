@@ -31,6 +31,7 @@ class DispatchPlan:
     loop_budget: int = 0  # the parameter block's word 1: loop-head passes one invocation may make
     memory: int = -1  # the guest memory its loads read (snapshots.py), bound after the error word; -1: none
     memory_low: int = 0
+    overwritten_slots: frozenset[int] = frozenset()  # KernelPlan.overwritten_slots: replaced whole at a full count
 
 
 class DispatchEnd(enum.Enum):

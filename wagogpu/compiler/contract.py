@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..abi.kernel import KernelError
 from ..errors import CompileError, CompileErrorKind  # defined in the leaf errors.py; the compiler's own names
@@ -53,6 +54,19 @@ class KernelPlan:
     memory: int = -1
     memory_low: int = 0
     needs_f64: bool = False  # the WGSL uses f64: only a device with the shader-f64 feature runs it
+
+    @cached_property
+    def overwritten_slots(self) -> frozenset[int]:
+        """Written slots whose old value no path reads (the compiler counts a conditional write as
+        read before written): a dispatch over a buffer's whole length replaces such a slot whole,
+        so neither device needs its stale copy first. The one statement of that rule, for the GPU's
+        uploads (buffers/setup.py), the CPU kernel's readbacks (host/cpukernels.replaced_slots) and
+        measured placement's pricing of both (host/placement.py)."""
+        return self.write_slots - self.read_before_write
+
+    def replaces_whole(self, slot: int, count: int, length: int) -> bool:
+        """Whether a dispatch of `count` elements replaces the `length`-element buffer at `slot` whole."""
+        return count == length and slot in self.overwritten_slots
 
     @property
     def used_slots(self) -> tuple[int, ...]:

@@ -194,10 +194,9 @@ def write_table(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int,
 
 
 def replaced_slots(plan: KernelPlan, bound: dict[int, Buffer], count: int) -> frozenset[int]:
-    """Written slots the kernel overwrites whole (every element of the buffer, on every path: the
-    GPU compiler counts a conditional write as read before written), so a stale CPU copy of them
-    need not be read back first; the GPU's upload rule for outputs is the same (buffers/setup.py)."""
-    return frozenset(s for s in plan.write_slots if count == bound[s].length and s not in plan.read_before_write)
+    """Written slots this dispatch replaces whole (KernelPlan.replaces_whole), so a stale CPU copy
+    of them need not be read back first."""
+    return frozenset(s for s in plan.overwritten_slots if plan.replaces_whole(s, count, bound[s].length))
 
 
 class SavedOutputs:

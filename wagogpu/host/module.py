@@ -116,7 +116,7 @@ def build_pipelines(ctx: RuntimeContext, module: Module) -> None:
         budget = ctx.residency.loop_budget(wgsl_loops(plan.wgsl), plan.loop_budget)
         module.dispatch_plans[kernel.id] = DispatchPlan(
             pipeline, plan.used_slots, plan.write_slots, plan.read_before_write, plan.error_word, budget,
-            plan.memory, plan.memory_low)
+            plan.memory, plan.memory_low, plan.overwritten_slots)
 
 
 def wgsl_loops(wgsl: str) -> int:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..abi import accessor as acc
-from ..abi.table import Access
 from ..buffers import Buffer
 from ..buffers.records import FLAGS_WORD
 from ..compiler.contract import KernelClass, KernelPlan
@@ -81,17 +80,18 @@ def measured_where(ctx: RuntimeContext, module: Module, kernel: KernelConfig, pl
     move_gpu = move_cpu = 0.0
     if bound:
         up = down = ups = downs = 0
+        overwritten = plan.overwritten_slots
         for b in kernel.bindings:
             buf = bound[b.slot]
             flags = buf.record.words[FLAGS_WORD]
             if flags & _BOTH != _BOTH:
-                if not flags & _CPU and not buf.parked_valid() and not (
-                        count == buf.length and b.slot in plan.write_slots and b.slot not in plan.read_before_write):
-                    # the CPU path reads it back first, but for an output it replaces whole (cpukernels.replaced_slots)
+                # Neither device needs the stale copy of a slot this dispatch replaces whole (KernelPlan.replaces_whole).
+                whole = count == buf.length and b.slot in overwritten
+                if not flags & _CPU and not buf.parked_valid() and not whole:  # the CPU path reads it back first
                     down += buf.gpu_bytes
                     downs += 1
-                if not flags & _GPU and not (b.access is _WRITE and count == buf.length):
-                    # (an output the GPU replaces whole is not uploaded: buffers/setup.py; a dirty range is)
+                if not flags & _GPU and not whole and (b.slot in plan.read_slots or b.slot in plan.write_slots):
+                    # the GPU path uploads a slot its shader binds (a dirty range, if one is kept) first
                     start, end = buf.record.dirty() or (0, buf.length)
                     up += (end - start) * buf.gpu_stride
                     ups += 1
@@ -104,7 +104,6 @@ def measured_where(ctx: RuntimeContext, module: Module, kernel: KernelConfig, pl
 
 _CPU, _GPU = acc.CPU_CURRENT, acc.GPU_CURRENT
 _BOTH = _CPU | _GPU
-_WRITE = Access.WRITE
 _WHERE_GPU, _WHERE_CPU = Where.GPU, Where.CPU
 _GPU_DEVICE, _CPU_DEVICE = Device.GPU, Device.CPU
 _NO_PROBE = Probe.NONE
