@@ -2,7 +2,8 @@
 schedules (the Wasm queue and the Python pieces it replaced), side by side in one run.
 
 python -m bench.cpu_threads [--sizes 1000000,10000000] [--threads 1,2,4,8,16] [--kernels poly32,hash]
-                            [--schedules queue,pieces] [--spins 0,100000] [--mandelbrot 2560x1440]
+                            [--schedules queue,pieces] [--spins 0,100000] [--chunking 16/4096,64/1024]
+                            [--mandelbrot 2560x1440]
                             [--repeats 7] > FILE.jsonl
 
 Kernels poly32 and hash are bench/cpu_kernels.py's (CPU-only hosts, buffers resident in the shared
@@ -116,12 +117,14 @@ def hosts_for(threads: list[int], kernels: list[Any]) -> dict[int, Host]:
     return {t: Host(Config(kernels=kernels, disabled=True, cpu_kernels=True, cpu_threads=t)) for t in threads}
 
 
-Variant = tuple[Schedule, int]  # the schedule, and its pool threads' SPIN_LOOKS (queue)
+#: The schedule, its pool threads' SPIN_LOOKS (queue), and its chunking: CHUNKS_PER_THREAD, MIN_CHUNK.
+Variant = tuple[Schedule, int, int, int]
+DEFAULT_VARIANT: Variant = (Schedule.QUEUE, SPIN_LOOKS, cputhreads.CHUNKS_PER_THREAD, cputhreads.MIN_CHUNK)
 
 
 def use(variant: Variant, hosts: dict[int, Host]) -> None:
     """Every later run on `variant`: each pool's threads back first (they read SPIN_LOOKS when started)."""
-    cputhreads.SCHEDULE, cputhreads.SPIN_LOOKS = variant
+    cputhreads.SCHEDULE, cputhreads.SPIN_LOOKS, cputhreads.CHUNKS_PER_THREAD, cputhreads.MIN_CHUNK = variant
     for h in hosts.values():
         pool = h.context.cpu_pool
         if pool is not None:
@@ -130,12 +133,13 @@ def use(variant: Variant, hosts: dict[int, Host]) -> None:
 
 
 def emit_one(base: dict[str, Any], variant: Variant, t: int, m: dict[str, Any], one: float, ok: bool) -> float:
-    schedule, spins = variant
+    schedule, spins, per_thread, min_chunk = variant
     times, restarted = m["times"], m["restarted"]
     med = statistics.median(times)
     one = one or med
     cold = statistics.median(restarted) if restarted else med
-    emit({**base, "schedule": schedule.value, "spin_looks": spins, "threads": t, "dispatch_ms": med * 1e3, "min_ms": min(times) * 1e3,
+    emit({**base, "schedule": schedule.value, "spin_looks": spins, "chunks_per_thread": per_thread,
+          "min_chunk": min_chunk, "threads": t, "dispatch_ms": med * 1e3, "min_ms": min(times) * 1e3,
           "runs": len(times), "speedup": one / med, "efficiency": one / med / t, "restarted_ms": cold * 1e3,
           "restarted_speedup": one / cold, "phase_us": m["phase_us"], "started": m["started"], "main_share": m["main_share"],
           "checked": ok})
@@ -174,7 +178,7 @@ def elementwise(names: list[str], sizes: list[int], threads: list[int], schedule
             for inst in insts.values():
                 assert inst.call("teardown") == 0
     finally:
-        use((Schedule.QUEUE, SPIN_LOOKS), hosts)
+        use(DEFAULT_VARIANT, hosts)
         for h in hosts.values():
             h.close()
     return failures
@@ -205,7 +209,7 @@ def mandelbrot(sizes: list[tuple[int, int]], threads: list[int], schedules: list
                     failures += not ok
                     one = emit_one(base, schedule, t, m, one, ok)
     finally:
-        use((Schedule.QUEUE, SPIN_LOOKS), hosts)
+        use(DEFAULT_VARIANT, hosts)
         for h in hosts.values():
             h.close()
     return failures
@@ -220,11 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mandelbrot", default="2560x1440", help="WxH,...; empty: skip")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--spins", default=str(SPIN_LOOKS), help="the queue's SPIN_LOOKS values to compare, e.g. 0,100000")
+    parser.add_argument("--chunking", default=f"{DEFAULT_VARIANT[2]}/{DEFAULT_VARIANT[3]}",
+                        help="the queue's CHUNKS_PER_THREAD/MIN_CHUNK pairs to compare, e.g. 16/4096,64/1024")
     args = parser.parse_args(argv)
     threads = sorted({1, *(int(t) for t in args.threads.split(","))})
     spins = [int(v) for v in args.spins.split(",")]
-    schedules: list[Variant] = [(Schedule(s), n) for s in args.schedules.split(",")
-                                for n in (spins if Schedule(s) is Schedule.QUEUE else [0])]
+    chunking = [tuple(int(v) for v in pair.split("/")) for pair in args.chunking.split(",")]
+    schedules: list[Variant] = [(Schedule(s), n, per, least) for s in args.schedules.split(",")
+                                for n in (spins if Schedule(s) is Schedule.QUEUE else [0])
+                                for per, least in (chunking if Schedule(s) is Schedule.QUEUE else [DEFAULT_VARIANT[2:]])]
     env = {**environment(), "cores": cputhreads.cpu_thread_count(0)}
     failures = elementwise(args.kernels.split(","), [int(s) for s in args.sizes.split(",")], threads, schedules,
                            args.repeats, env)
