@@ -29,6 +29,21 @@ def gpu_flat(n: int) -> float:
     return 200e-6
 
 
+def decide(model: KernelModel, n: int, move_gpu: float, move_cpu: float) -> Device:
+    """A decision as placement.measured_where asks for it: a settled streak's repeat, else choose()."""
+    return model.repeat(n) or model.choose(n, move_gpu, move_cpu)
+
+
+def end_streak(model: KernelModel, n: int, costs: dict[Device, Cost], move: float) -> None:
+    """The data moved away from the device of a running streak (the guest wrote it on the CPU,
+    another kernel on the GPU): the streak's next dispatch copies it back, and observing that
+    dispatch ends the streak, so the decisions after it price the move (placement.measured_where)."""
+    device = model.repeat(n)
+    if device is not None:
+        model.observe(device, n, costs[device](n) + move, moved=move)
+        assert not model.bands[n.bit_length()].streak
+
+
 def ladder(model: KernelModel, sizes: list[int], costs: dict[Device, Cost], explore: int = 12,
            timed: int = 7) -> dict[int, list[Device]]:
     """Each size's timed decisions after `explore` untimed ones, as bench/placement_ladder.py runs them."""
@@ -37,7 +52,7 @@ def ladder(model: KernelModel, sizes: list[int], costs: dict[Device, Cost], expl
     for n in sizes:
         picks = []
         for i in range(explore + timed):
-            device = model.choose(n, 0.0, 0.0)
+            device = decide(model, n, 0.0, 0.0)
             runs = seen[(device, n)] = seen.get((device, n), 0) + 1
             extra = COLD if runs == 1 else SECOND if runs == 2 and device is Device.GPU else 0.0
             model.observe(device, n, costs[device](n) + extra)
@@ -73,10 +88,10 @@ def test_sizes_visited_largest_first_converge_too() -> None:
 def test_exploration_is_bounded_per_band() -> None:
     """A new band costs each device its SETTLE transients (the first is cold) and MIN_SAMPLES samples, no more."""
     model = KernelModel()
-    picks = [model.choose(4096, 0.0, 0.0) for _ in range(1)]
+    picks = [decide(model, 4096, 0.0, 0.0) for _ in range(1)]
     for _ in range(2 * (MIN_SAMPLES + SETTLE) + 20):
         model.observe(picks[-1], 4096, 1e-3 if picks[-1] is Device.GPU else 1e-4)
-        picks.append(model.choose(4096, 0.0, 0.0))
+        picks.append(decide(model, 4096, 0.0, 0.0))
     explored = 2 * (MIN_SAMPLES + SETTLE)
     assert picks[:explored] == [Device.GPU] * (MIN_SAMPLES + SETTLE) + [Device.CPU] * (MIN_SAMPLES + SETTLE)
     assert set(picks[explored:]) == {Device.CPU}
@@ -93,7 +108,7 @@ def test_a_device_that_becomes_faster_is_found_again() -> None:
     gpu_cost[0] = 5e-5
     spent = 0.0
     for _ in range(10_000):
-        device = model.choose(65536, 0.0, 0.0)
+        device = decide(model, 65536, 0.0, 0.0)
         model.observe(device, 65536, costs[device](65536))
         spent += costs[device](65536)
         if device is Device.GPU and model.last[-1][2] is Why.PREDICTED:
@@ -102,7 +117,7 @@ def test_a_device_that_becomes_faster_is_found_again() -> None:
         pytest.fail("the faster GPU was never chosen again")
     # Before the first probe the band spends PROBE_RATIO times its price; then a few probes confirm.
     assert spent <= PROBE_RATIO * ((SETTLE + 1) * 5e-3 + twice_cpu(65536)) + 10 * twice_cpu(65536)
-    assert [model.choose(65536, 0.0, 0.0) for _ in range(5)] == [Device.GPU] * 5
+    assert [decide(model, 65536, 0.0, 0.0) for _ in range(5)] == [Device.GPU] * 5
 
 
 def test_probes_take_a_bounded_share_of_the_time() -> None:
@@ -114,7 +129,7 @@ def test_probes_take_a_bounded_share_of_the_time() -> None:
     probes = total = 0.0
     previous = Device.CPU
     for i in range(20_000):
-        device = model.choose(1024, 0.0, back if previous is Device.GPU else 0.0)
+        device = decide(model, 1024, 0.0, back if previous is Device.GPU else 0.0)
         moved = back if device is Device.CPU and previous is Device.GPU else 0.0
         seconds = cost[device] + moved
         model.observe(device, 1024, seconds, moved)
@@ -161,8 +176,10 @@ def test_a_move_waits_until_staying_has_cost_as_much() -> None:
     """Ski rental: the GPU's kernel is 20 us faster but the data lives on the CPU and moving it
     costs 100 us: the kernel stays for about five dispatches, then moves (not never, not at once)."""
     model = KernelModel()
-    ladder(model, [16384], {Device.GPU: lambda n: 80e-6, Device.CPU: lambda n: 100e-6})
-    picks = [model.choose(16384, 100e-6, 0.0) for _ in range(8)]
+    costs: dict[Device, Cost] = {Device.GPU: lambda n: 80e-6, Device.CPU: lambda n: 100e-6}
+    ladder(model, [16384], costs)
+    end_streak(model, 16384, costs, 100e-6)
+    picks = [decide(model, 16384, 100e-6, 0.0) for _ in range(8)]
     first = picks.index(Device.GPU)  # the deficit reaches the move's extra 80 us after 4 dispatches
     assert 3 <= first <= 4 and set(picks[:first]) == {Device.CPU}
     assert [d[2] for d in model.last].count(Why.MOVED) == 1
@@ -172,8 +189,10 @@ def test_a_costly_readback_waits_for_the_deficit() -> None:
     """The CPU kernel is faster by 50 us; reading the output back costs 1 ms: the kernel stays on
     the GPU's data until staying has cost the readback's extra 950 us (19 dispatches), then moves."""
     model = KernelModel()
-    ladder(model, [16384], {Device.GPU: lambda n: 150e-6, Device.CPU: lambda n: 100e-6})
-    picks = [model.choose(16384, 0.0, 1e-3) for _ in range(25)]
+    costs: dict[Device, Cost] = {Device.GPU: lambda n: 150e-6, Device.CPU: lambda n: 100e-6}
+    ladder(model, [16384], costs)
+    end_streak(model, 16384, costs, 1e-3)
+    picks = [decide(model, 16384, 0.0, 1e-3) for _ in range(25)]
     first = picks.index(Device.CPU)
     assert 18 <= first <= 19 and set(picks[:first]) == {Device.GPU}
 
@@ -224,7 +243,7 @@ def test_a_chosen_device_that_becomes_slower_is_left() -> None:
     gpu_cost[0] = 1e-3
     picks = []
     for _ in range(60):
-        device = model.choose(65536, 0.0, 0.0)
+        device = decide(model, 65536, 0.0, 0.0)
         model.observe(device, 65536, costs[device](65536))
         picks.append(device)
     assert picks.index(Device.CPU) <= 3 * STREAK + MIN_SAMPLES + 2
@@ -236,16 +255,19 @@ def test_a_settled_decision_repeats_until_a_move_is_needed() -> None:
     ladder(model, [4096], {Device.GPU: gpu_flat, Device.CPU: poly_cpu})
     band = model.bands[(4096).bit_length()]
     while band.streak != STREAK - 1:  # up to the next evaluated decision that starts a streak
-        device = model.choose(4096, 0.0, 0.0)
+        device = decide(model, 4096, 0.0, 0.0)
         model.observe(device, 4096, poly_cpu(4096) if device is Device.CPU else gpu_flat(4096))
     started, decisions = model.last[-1], model.decisions
     for _ in range(STREAK - 3):  # inside the streak nothing is evaluated, yet every decision counts
-        assert model.choose(4096, 0.0, 0.0) is Device.CPU
+        assert decide(model, 4096, 0.0, 0.0) is Device.CPU
+        model.observe(Device.CPU, 4096, poly_cpu(4096))
     assert model.last[-1] is started and model.decisions == decisions + STREAK - 3
-    assert model.choose(4096, 1.0, 0.0) is Device.CPU  # a move to the other device: the repeat goes on
-    assert model.last[-1] is started
-    assert model.choose(4096, 0.0, 1.0) is Device.GPU  # a move to this one: asked again (and it stays away)
-    assert model.last[-1] is not started and band.streak == 0
+    samples = band.cpu.samples
+    assert decide(model, 4096, 0.0, 1.0) is Device.CPU  # repeated before any move is priced ...
+    model.observe(Device.CPU, 4096, poly_cpu(4096) + 1e-3, moved=1e-3)  # ... but this dispatch moved data:
+    assert band.streak == 0 and band.cpu.samples == samples + 1  # the streak ends, the dispatch is a sample
+    assert decide(model, 4096, 0.0, 1.0) is Device.GPU  # and the next decision prices the move (it stays away)
+    assert model.last[-1] is not started
 
 
 def test_noisy_probes_of_a_slower_device_do_not_cascade() -> None:
@@ -255,7 +277,7 @@ def test_noisy_probes_of_a_slower_device_do_not_cascade() -> None:
     swings = [1.3e-3, 2.6e-3, 1.9e-3, 2.4e-3, 1.4e-3]
     gpu_runs = 0
     for i in range(6000):
-        device = model.choose(65536, 0.0, 0.0)
+        device = decide(model, 65536, 0.0, 0.0)
         seconds = swings[i % len(swings)] if device is Device.GPU else 1.2e-3
         model.observe(device, 65536, seconds)
         gpu_runs += device is Device.GPU and i >= 12

@@ -150,8 +150,9 @@ class KernelModel:
         return found
 
     def repeat(self, elements: int) -> Device | None:
-        """The device of a settled decision that repeats without asking (STREAK; a move ends it),
-        counted as a decision; None when the band has none running."""
+        """The device of a settled decision that repeats without asking (STREAK), counted as a
+        decision; None when the band has none running. Asked before choose(), before the moves
+        are priced: a dispatch that moved data after all ends the streak when observed."""
         bd = self.bands.get(elements.bit_length())
         if bd is None or not bd.streak:
             return None
@@ -160,14 +161,10 @@ class KernelModel:
         return bd.streak_device
 
     def choose(self, elements: int, move_gpu: float, move_cpu: float) -> Device:
-        """Where a dispatch of `elements` runs, given what the moves to each device cost now."""
+        """Where a dispatch of `elements` runs, given what the moves to each device cost now (asked
+        once repeat() found no streak running)."""
         self.decisions += 1
         bd = self.bands.get(elements.bit_length()) or self.band_of(elements)
-        if bd.streak:
-            if not (move_gpu if bd.streak_device is _GPU else move_cpu):
-                bd.streak -= 1
-                return bd.streak_device
-            bd.streak = 0
         if bd.probe is _SENT:  # a probe runs until it has a settled sample
             return bd.probed
         gpu, cpu = bd.gpu, bd.cpu
