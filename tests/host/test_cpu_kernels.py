@@ -9,11 +9,12 @@ import pytest
 import wasmtime
 
 from wagogpu import Access, BindingConfig, Config, ConfigError, ElementType, Host, KernelConfig
+from wagogpu.abi import unpack_result
 from wagogpu.host import cputhreads
 from wagogpu.host.cputhreads import Schedule
 
 from ..gpu_support import Guest
-from ..guests import looped_kernel
+from ..guests import abi_module, looped_kernel
 
 E, A = ElementType, Access
 
@@ -342,3 +343,74 @@ def test_the_kernel_table_follows_rebinds_frees_other_kernels_and_traps(hosts):
     assert g.dispatch(IDS["loop"], 32) == 0
     assert np.array_equal(g.inst.read_buffer(b)[:32], squares_below(x[:32]))
     assert g.dispatch(IDS["loop"], 33) != 0  # c holds 32 elements: the new set's own length counts
+
+
+def _uleb_at(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _padded(value: int) -> bytes:
+    """`value` (< 2**21) as a 3-byte LEB128, as some toolchains write counts they patch later."""
+    return bytes([value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14])
+
+
+def padded_local_counts(wasm: bytes) -> bytes:
+    """The module with every function's local-group count, and each group's count, padded."""
+    out, pos = bytearray(wasm[:8]), 8
+    while pos < len(wasm):
+        section = wasm[pos]
+        size, start = _uleb_at(wasm, pos + 1)
+        payload = wasm[start:start + size]
+        if section == 10:  # code: each body's local groups written again, padded
+            count, p = _uleb_at(payload, 0)
+            bodies = bytearray(_padded(count))
+            for _ in range(count):
+                body_size, body_start = _uleb_at(payload, p)
+                groups, q = _uleb_at(payload, body_start)
+                entry = bytearray(_padded(groups))
+                for _ in range(groups):
+                    n, q = _uleb_at(payload, q)
+                    entry += _padded(n) + payload[q:q + 1]
+                    q += 1
+                entry += payload[q:body_start + body_size]
+                bodies += _padded(len(entry)) + entry
+                p = body_start + body_size
+            payload = bytes(bodies)
+        out += bytes([section]) + _padded(len(payload)) + payload
+        pos = start + size
+    return bytes(out)
+
+
+@pytest.mark.parametrize("name", ["hash", "loop"])
+def test_padded_leb128_local_counts_still_build_a_cpu_kernel(hosts, name):
+    """A kernel whose body writes its local-group counts in padded LEB128 (valid Wasm) gets its CPU
+    kernel as a minimal encoding would: the groups are encoded again, not copied with a guessed width."""
+    ref, cpu = hosts
+    wasm = wasmtime.wat2wasm(abi_module(kernels=WAT_KERNELS, extra=EXTRA))
+    padded = padded_local_counts(wasm)
+    assert padded != wasm and wasmtime.Module.validate(wasmtime.Engine(), padded) is None
+    n = 257
+    data = np.arange(n, dtype=DTYPES[KERNELS[name][0][0][1]]) * 3 + 1
+    results = []
+    for host, module in ((ref, wasm), (cpu, padded)):
+        inst = host.instantiate(host.compile(module))
+        handles = []
+        for slot, (_, etype, _) in enumerate(KERNELS[name][0]):
+            status, handle = unpack_result(inst.call("createBufferPacked", etype, n))
+            assert status == 0 and inst.call("bindBuffer", slot, handle) == 0
+            inst.write_buffer(handle, data.astype(DTYPES[etype]))
+            handles.append(handle)
+        status = inst.call("dispatch", IDS[name], n)
+        last = host.buffer_snapshot().last_dispatch
+        if status == 1:
+            inst.call(f"wago_gpu.cpu.{name}", n)
+        results.append((status, str(last.outcome), [inst.read_buffer(h).tobytes() for h in handles]))
+    (want_status, _, want), (status, outcome, got) = results
+    assert want_status == 1 and (status, outcome) == (0, "CPU")
+    assert got == want

@@ -65,8 +65,6 @@ class FunctionRewrite:
     rewriter: Rewriter
     index: int  # in the guest module
     type_index: int
-    locals_bytes: bytes  # the guest's local groups, as they are
-    local_groups: int
     first_temp: int  # index of the first appended temporary
     code: tuple[int, int]  # [start, end) of the instructions
     declared: list[tuple[int, int]] = field(default_factory=list)  # (count, type) of each local group
@@ -92,10 +90,9 @@ class FunctionRewrite:
         return bytes(out)
 
     def encode(self, buffer_memory: int, fuel_global: int) -> bytes:
-        out = self.code_bytes(buffer_memory, fuel_global)
-        groups = enc.uleb(self.local_groups + len(TEMP_TYPES)) + self.locals_bytes + b"".join(
-            b"\x01" + bytes([t]) for t in TEMP_TYPES)
-        return enc.uleb(len(groups) + len(out)) + groups + out
+        """The function's code-section entry: the guest's local groups (encoded again, so a guest's
+        padded LEB128 counts carry over as their values), the temporaries, the rewritten code."""
+        return enc.body([*self.declared, *((1, t) for t in TEMP_TYPES)], self.code_bytes(buffer_memory, fuel_global))
 
     @property
     def inlinable(self) -> bool:
@@ -149,9 +146,8 @@ class Rewriter:
         local_groups = [(r.u32(), r.byte()) for _ in range(groups)]
         declared = sum(n for n, _ in local_groups)
         code = r.pos
-        count_bytes = len(enc.uleb(groups))
-        fr = FunctionRewrite(self, index, m.functions[index - n_imports], m.source[start + count_bytes:code], groups,
-                             len(sig[0]) + declared, (code, end), local_groups)
+        fr = FunctionRewrite(self, index, m.functions[index - n_imports], len(sig[0]) + declared, (code, end),
+                             local_groups)
         for ins, nxt in _spans(m.source, code, end):
             self._note(fr, ins)
         return fr
