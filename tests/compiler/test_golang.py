@@ -12,7 +12,7 @@ from wagogpu import BindingConfig, KernelConfig
 from wagogpu.compiler import BlockerKind, CompileError, compile_buffer_wgsl, explain_kernel
 from wagogpu.compiler.contract import CompileErrorKind
 from wagogpu.compiler.decoder import decode_module
-from wagogpu.compiler.gobody import sleb, uleb
+from wagogpu.compiler.wasmencode import sleb, uleb
 from wagogpu.compiler.golang import is_go_kernel
 from wagogpu.compiler.gomemory import Blocked, load, store
 from wagogpu.compiler.gobody import Body, CONST, LOCAL

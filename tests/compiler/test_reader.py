@@ -115,3 +115,22 @@ def test_i32_is_the_signed_leb32_pattern(data):
         assert got.value.message == e.message
         return
     assert fast.i32() == expected and fast.pos == generic.pos
+
+
+def test_memarg_with_and_without_a_memory_index():
+    r = Reader(b"\x02\x10" + b"\x42\x03\x80\x01" + b"\x82\x00\x05")
+    assert r.memarg() == (0, 2, 16)  # align 2, offset 16, memory 0 implied
+    assert r.memarg() == (3, 2, 128)  # bit 6 of the flags: memory 3 follows
+    assert r.memarg() == (0, 2, 5) and r.remaining() == 0  # a padded alignment field
+    with pytest.raises(ReaderError):
+        Reader(b"\x40").memarg()  # a memory index announced but missing
+
+
+@pytest.mark.parametrize("value_type, bits, want", [
+    (0x7F, 0xFFFFFFFF, b"\x41\x7f"), (0x7F, -1, b"\x41\x7f"), (0x7F, 64, b"\x41\xc0\x00"),
+    (0x7E, 1 << 63, b"\x42" + sleb(-(1 << 63))), (0x7D, 0x7FC00001, b"\x43\x01\x00\xc0\x7f"),
+    (0x7C, -1, b"\x44" + b"\xff" * 8),
+])
+def test_a_constant_is_encoded_from_its_bit_pattern(value_type, bits, want):
+    from wagogpu.compiler.wasmencode import const
+    assert const(value_type, bits) == want

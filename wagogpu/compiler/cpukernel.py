@@ -35,7 +35,7 @@ from . import reader as lim
 from . import wasmencode as enc
 from .buffer import select_body
 from .contract import CompileError, CompileErrorKind, KernelPlan
-from .cpurewrite import F16_IMPORTS, TEMP_TYPES, FunctionRewrite, Rewriter, zero_value
+from .cpurewrite import F16_IMPORTS, TEMP_TYPES, FunctionRewrite, Rewriter
 from .decoder import DecodedModule, decode_module
 from .intrinsics import I32
 
@@ -96,7 +96,7 @@ def _run_body(kernel: FunctionRewrite, buffer_memory: int, fuel: int, fuel_globa
     groups: list[tuple[int, int]] = []
     if kernel.inlinable:
         first = RUN_LOCALS + 1
-        zero = b"".join(zero_value(t) + g("local.set", first + k) for k, t in enumerate(
+        zero = b"".join(enc.const(t, 0) + g("local.set", first + k) for k, t in enumerate(
             t for n, t in kernel.declared for _ in range(n)))
         element = (g("local.get", 0) + g("local.set", RUN_LOCALS) + zero + s("block", b"\x40")
                    + kernel.code_bytes(buffer_memory, fuel_global, RUN_LOCALS))  # its final end closes the block

@@ -6,7 +6,6 @@ the buffer access being made, and one value of each numeric type for a write's v
 """
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -38,22 +37,6 @@ DEAD = frozenset(("call_indirect", "return_call", "return_call_indirect", "table
                      "table.size", "table.fill"))
 TEMP_TYPES = (I32, I32, I32, I64, F32, F64)  # handle, index, then a write's value by type
 VALUE_TEMP = {I32: 2, I64: 3, F32: 4, F64: 5}
-_CONST = {I32: ("i32.const", lambda v: enc.sleb(_signed(v, 32))), I64: ("i64.const", lambda v: enc.sleb(_signed(v, 64))),
-          F32: ("f32.const", lambda v: struct.pack("<I", v & 0xFFFFFFFF)),
-          F64: ("f64.const", lambda v: struct.pack("<Q", v & 0xFFFFFFFFFFFFFFFF))}
-
-
-def zero_value(value_type: int) -> bytes:
-    """The constant instruction of 0 (or +0.0) of a numeric value type."""
-    mnemonic, imm = _CONST[value_type]
-    return enc.op(mnemonic, imm(0))
-
-
-def _signed(value: int, bits: int) -> int:
-    value &= (1 << bits) - 1
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
 def _refuse(what: str) -> CompileError:
     return CompileError(UNSUPPORTED, f"{what} is not carried by CPU kernels")
 
@@ -97,7 +80,7 @@ class FunctionRewrite:
     @property
     def inlinable(self) -> bool:
         """Whether run's loop can hold this (i32) -> () body: few plain numeric locals to re-zero."""
-        return sum(n for n, _ in self.declared) <= MAX_INLINE_LOCALS and all(t in _CONST for _, t in self.declared)
+        return sum(n for n, _ in self.declared) <= MAX_INLINE_LOCALS and all(t in enc.CONST_OPS for _, t in self.declared)
 
 
 def _spans(data: bytes, start: int, end: int) -> Iterator[tuple[Instruction, int]]:
@@ -184,10 +167,9 @@ class Rewriter:
     def _constant_global(self, index: int) -> bytes:
         globals_ = self.module.statics.globals
         decl = globals_[index] if index < len(globals_) else None
-        if decl is None or decl.mutable or decl.imported or decl.value is None or decl.type not in _CONST:
+        if decl is None or decl.mutable or decl.imported or decl.value is None or decl.type not in enc.CONST_OPS:
             raise _refuse("a global that is not an immutable constant")
-        mnemonic, imm = _CONST[decl.type]
-        return enc.op(mnemonic, imm(decl.value))
+        return enc.const(decl.type, decl.value)
 
     def _intrinsic(self, index: int) -> tuple[IntrinsicKind, ElementType | None]:
         imp = self.module.func_imports[index]
@@ -251,7 +233,4 @@ class Rewriter:
 
 def _memarg(data: bytes, at: int) -> tuple[int, int, int]:
     """(memory index, alignment, offset) of the load or store at data[at]."""
-    r = Reader(data, at + 1)
-    flags = r.u32()
-    memory = r.u32() if flags & enc.MEMORY_INDEX_FLAG else 0
-    return memory, flags & ~enc.MEMORY_INDEX_FLAG, r.leb(64, False)
+    return Reader(data, at + 1).memarg()

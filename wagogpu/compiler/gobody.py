@@ -8,11 +8,9 @@ join); constants stay immediates. Local 0 is the invocation index.
 """
 from __future__ import annotations
 
-import struct
 from typing import Callable
 
-from .intrinsics import F32, I32, I64
-from .wasmencode import sleb, uleb  # the one LEB128 encoder (re-exported for the go* modules)
+from .wasmencode import const, uleb  # the one LEB128 and constant encoder (re-exported for the go* modules)
 
 # A traced value: (kind, Wasm type, payload). CONST: payload is the value's bits; LOCAL: the output
 # local holding it; STACK: a Go stack address, payload its offset from the kernel's entry stack
@@ -22,17 +20,6 @@ Segment = tuple[bytes, dict[int, tuple[int, int]]]  # code cut out of the body, 
 CONST, LOCAL, STACK, G, GUARD = "const", "local", "stack", "g", "guard"
 WRAP, EXTENDS = b"\xa7", (b"\xac", b"\xad")  # i32.wrap_i64; i64.extend_i32_s / _u
 OP_LOCAL_GET, OP_LOCAL_SET, OP_IF, OP_END, OP_RETURN, OP_UNREACHABLE, EMPTY = 0x20, 0x21, 0x04, 0x0B, 0x0F, 0x00, 0x40
-
-
-def const_bytes(wtype: int, bits: int) -> bytes:
-    """The instruction that pushes constant `bits` of type `wtype`."""
-    if wtype == I32:
-        return bytes((0x41,)) + sleb(bits - (1 << 32) if bits >> 31 else bits)
-    if wtype == I64:
-        return bytes((0x42,)) + sleb(bits - (1 << 64) if bits >> 63 else bits)
-    if wtype == F32:
-        return bytes((0x43,)) + struct.pack("<I", bits)
-    return bytes((0x44,)) + struct.pack("<Q", bits)
 
 
 class Body:
@@ -53,7 +40,7 @@ class Body:
         """Code that pushes a CONST or LOCAL value (the tracer refuses the others first)."""
         kind, wtype, payload = value
         if kind == CONST:
-            self.code += const_bytes(wtype, payload)
+            self.code += const(wtype, payload)
         else:
             assert kind == LOCAL, "the tracer writes only constants and locals"  # (gotrace refuses the others first)
             self.read.add(payload)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .gobody import CONST, LOCAL, OP_LOCAL_SET, Val, const_bytes, uleb
+from .gobody import CONST, LOCAL, OP_LOCAL_SET, Val, const, uleb
 from .gomemory import Blocked
 
 if TYPE_CHECKING:  # type-only: closes no runtime circle (the tracer calls merge_sides)
@@ -50,7 +50,7 @@ class Phis:
 
     def value_bytes(self, value: Val) -> bytes:
         if value[0] == CONST:
-            return const_bytes(value[1], value[2])
+            return const(value[1], value[2])
         self.body.read.add(value[2])
         return bytes((0x20,)) + uleb(value[2])
 

@@ -18,8 +18,6 @@ from .intrinsics import F32, F64, I32, I64
 from .lowering import BITS, INVALID, PAIR, UNSUPPORTED, Lowering
 from .records import CONSTANT, FRAME, NUMBER, Record
 
-MEMORY_INDEX_FLAG = 0x40
-
 
 @dataclass(frozen=True, slots=True)
 class Access:
@@ -65,10 +63,7 @@ EXTEND = {True: "i64_from_i32({})", False: "vec2<u32>({}, 0u)"}
 
 def memarg(st: Lowering, access: Access) -> tuple[int, int]:
     """(memory index, static offset) of the access; refuses memories the GPU cannot read."""
-    r = st.r
-    flags = r.u32()
-    memory = r.u32() if flags & MEMORY_INDEX_FLAG else 0
-    offset = r.leb(64, False)
+    memory, _align, offset = st.r.memarg()
     memories = st.module.memories
     if memory >= len(memories):
         raise CompileError(INVALID, f"{access.name}: memory index {memory} out of range")

@@ -17,7 +17,6 @@ from .reader import Reader, ReaderError
 
 OP_END = 0x0B
 PREFIX_FC = 0xFC
-MEMORY_INDEX_FLAG = 0x40  # memarg alignment bit 6: a memory index follows
 
 
 class Imm(enum.IntEnum):
@@ -146,9 +145,7 @@ def _immediate(r: Reader, imm: Imm) -> tuple[int, int]:
         for _ in range(r.count() + 1):
             r.u32()
     elif imm == Imm.MEMARG:
-        if r.u32() & MEMORY_INDEX_FLAG:
-            r.u32()
-        r.leb(64, False)
+        r.memarg()
     elif imm == Imm.SELECT:
         for _ in range(r.count()):
             r.byte()

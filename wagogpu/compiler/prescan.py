@@ -10,7 +10,7 @@ the main pass reports the real problem.
 from __future__ import annotations
 
 from .contract import CompileError
-from .optable import MEMORY_INDEX_FLAG, OP_END, Imm
+from .optable import OP_END, Imm
 from .reader import Reader, ReaderError
 
 # Plain-int copies for the scan loop (enum attribute lookups are slow in CPython 3.11).
@@ -67,9 +67,7 @@ def prescan(data: bytes, pos: int, end: int, kinds: bytes,
                     break
                 r.byte()
             elif kind == MEMARG:
-                if r.u32() & MEMORY_INDEX_FLAG:
-                    r.u32()
-                r.leb(64, False)
+                r.memarg()
             elif kind == RETURN:
                 if body and not (len(labels) == 1 and r.pos == end - 1 and data[r.pos] == OP_END):
                     targeted.add(labels[0])

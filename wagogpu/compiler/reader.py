@@ -45,6 +45,7 @@ MAX_FRAME_PASSES = 4
 MAX_SNAPSHOT_BYTES = 1024 * 1024
 
 WASM_HEADER = b"\x00asm\x01\x00\x00\x00"
+MEMORY_INDEX_FLAG = 0x40  # a memarg's alignment bit 6: a memory index follows (multi-memory)
 
 # ---- Reader messages (quoted exactly by the spec). ----
 TRUNCATED = "truncated Wasm"
@@ -98,6 +99,14 @@ class Reader:
     def take(self, n: int) -> bytes:
         start = self.skip(n)
         return self.data[start:start + n]
+
+    def memarg(self) -> tuple[int, int, int]:
+        """A load's or store's memarg: (memory index, alignment log2, offset); the one reading of
+        it for the lowering, the pre-scan, the instruction walk and the CPU rewrite."""
+        flags = self.u32()
+        if flags & MEMORY_INDEX_FLAG:
+            return self.u32(), flags & ~MEMORY_INDEX_FLAG, self.leb(64, False)
+        return 0, flags, self.leb(64, False)
 
     def u32(self) -> int:
         """Unsigned LEB128 of at most 5 bytes whose 5th byte is at most 0x0F (non-minimal allowed)."""

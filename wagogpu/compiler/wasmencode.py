@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .intrinsics import VALUE_TYPE_BYTE as VALUE_TYPE
-from .optable import MEMORY_INDEX_FLAG, OPCODES, PREFIX_FC
-from .reader import WASM_HEADER
+import struct
+
+from .intrinsics import F32, F64, I32, I64, VALUE_TYPE_BYTE as VALUE_TYPE
+from .optable import OPCODES, PREFIX_FC
+from .reader import MEMORY_INDEX_FLAG, WASM_HEADER
 
 HEADER = WASM_HEADER  # (the reader checks for it; one constant for both)
 #: Opcode by mnemonic, from the compiler's one opcode-name table.
@@ -51,6 +53,20 @@ def sleb(value: int) -> bytes:
             out.append(b)
             return bytes(out)
         out.append(b | 0x80)
+
+
+#: The constant instruction's opcode and immediate width (bits) per numeric value type.
+CONST_OPS = {I32: (0x41, 32), I64: (0x42, 64), F32: (0x43, 32), F64: (0x44, 64)}
+
+
+def const(value_type: int, bits: int) -> bytes:
+    """The instruction that pushes the constant of a numeric value type whose bit pattern is `bits`
+    (of either sign: reduced to the type's width first)."""
+    opcode, width = CONST_OPS[value_type]
+    bits &= (1 << width) - 1
+    if value_type == I32 or value_type == I64:
+        return bytes((opcode,)) + sleb(bits - (1 << width) if bits >> (width - 1) else bits)
+    return bytes((opcode,)) + struct.pack("<I" if width == 32 else "<Q", bits)
 
 
 def name(text: str) -> bytes:
