@@ -58,6 +58,7 @@ def _child_copy(queue) -> None:  # pragma: no cover - runs in the forked child
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork on this platform")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # (the point of the test)
 def test_a_forked_child_copies_with_helpers_of_its_own() -> None:
     """The parent's helper threads do not exist in a forked child: it must not wait on them."""
     import multiprocessing
