@@ -73,3 +73,24 @@ def test_a_forked_child_copies_with_helpers_of_its_own() -> None:
     if alive:
         child.kill()
     assert not alive and child.exitcode == 0 and queue.get(timeout=5) is True
+
+
+def test_a_copy_whose_helpers_cannot_start_is_done_by_the_caller(monkeypatch) -> None:
+    """Where the system refuses a new thread, the pieces no helper took are copied on the caller's."""
+    import threading
+    crew = memcopy._Crew()
+    started = 0
+    real_start = threading.Thread.start
+
+    def start(self) -> None:
+        nonlocal started
+        if started >= 1:
+            raise RuntimeError("can't start new thread")
+        started += 1
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    n = 8 << 20
+    src, dst, _ = _arrays(n)
+    crew.copy([(dst.ctypes.data + k * (1 << 20), src.ctypes.data + k * (1 << 20), 1 << 20) for k in range(8)])
+    assert len(crew.go) == 1 and np.array_equal(dst[:n], src[:n]) and not dst[n:].any()
