@@ -29,7 +29,8 @@ class BufferHandle:
     """A device buffer of ``kind``; ``nbytes`` is its real size.
 
     ``mapped`` is the host address of a staging buffer that read_mapped() left mapped (0
-    otherwise); it stays valid until unmap(), release() or the next read through it.
+    otherwise: its first segment's); it stays valid until unmap(), release() or the next read
+    through it.
     ``_ptr`` is the backend's buffer object (None once released), ``_native`` its registration
     in the device's NativeSet.
 
@@ -41,7 +42,7 @@ class BufferHandle:
     contiguous per piece only, so a reader of a pieced staging goes by ``segments``.
     """
 
-    __slots__ = ("id", "kind", "nbytes", "_ptr", "_native", "mapped", "pieces", "segments", "__weakref__")
+    __slots__ = ("id", "kind", "nbytes", "_ptr", "_native", "pieces", "segments", "__weakref__")
 
     def __init__(self, id: int, kind: BufferKind, nbytes: int, native: Any,
                  pieces: tuple[tuple[int, int, Any], ...] = ()) -> None:
@@ -50,9 +51,13 @@ class BufferHandle:
         self.nbytes = nbytes
         self._native = native
         self._ptr = native.obj
-        self.mapped = 0
         self.pieces = pieces or ((0, nbytes, native),)
         self.segments: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def mapped(self) -> int:
+        segments = self.segments
+        return segments[0][1] if segments else 0
 
     @property
     def released(self) -> bool:

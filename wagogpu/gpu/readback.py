@@ -225,7 +225,6 @@ class Readback:
             segments = self._pieces_out(parts, deadline, out, keep, sink)
             if keep:
                 staging.segments = tuple(segments)
-                staging.mapped = segments[0][1]
                 return staging.mapped
             with core.lock:
                 errors = core.flags.errors
@@ -309,9 +308,8 @@ class Readback:
 
     def _unmap_pieces(self, staging: BufferHandle) -> None:
         """Unmap every piece of a staging buffer read_mapped() left mapped (lock held)."""
-        for _offset, _n, native in staging.pieces[:max(1, len(staging.segments))]:  # (those mapped)
+        for _offset, _n, native in staging.pieces[:len(staging.segments)]:  # (those mapped)
             self._core.backend.unmap(native.obj)
-        staging.mapped = 0
         staging.segments = ()
 
     def unmap(self, staging: BufferHandle) -> None:
@@ -319,5 +317,4 @@ class Readback:
         with self._core.lock:
             if staging.mapped and staging._ptr is not None and not self._core.closed:
                 self._unmap_pieces(staging)
-            staging.mapped = 0
             staging.segments = ()

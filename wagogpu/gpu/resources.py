@@ -105,14 +105,13 @@ class BufferTable:
         """Forget a handle; False when it was not live here (released before, or the device closed).
         The caller has dropped whatever else refers to it; a staging buffer is unmapped and pooled."""
         handle._ptr = None
-        mapped, handle.mapped = handle.mapped, 0
         segments, handle.segments = handle.segments, ()
         if self._handles.pop(handle.id, None) is None or self._core.closed:
             return False
         self.live_bytes -= handle.nbytes
         if handle.kind is BufferKind.STAGING and not self._core.flags.lost:
-            if mapped:  # the pieces read_mapped mapped (all those the read covered)
-                for _offset, _n, native in handle.pieces[:max(1, len(segments))]:
+            if segments:  # the pieces read_mapped mapped (all those the read covered)
+                for _offset, _n, native in handle.pieces[:len(segments)]:
                     self._core.backend.unmap(native.obj)
             for _offset, n, native in handle.pieces:
                 self._pool.give(PooledBuffer(native, n, PoolKind.READBACK))
@@ -132,7 +131,6 @@ class BufferTable:
         """The device is closing (its NativeSet frees the buffers): mark every handle released."""
         for handle in self._handles.values():
             handle._ptr = None
-            handle.mapped = 0
             handle.segments = ()
         self._handles.clear()
         self.live_bytes = 0
