@@ -10,6 +10,7 @@ import wasmtime
 
 from wagogpu import Access, BindingConfig, Config, ConfigError, ElementType, Host, KernelConfig
 from wagogpu.abi import unpack_result
+from wagogpu.compiler.reader import Reader
 from wagogpu.host import cputhreads
 from wagogpu.host.cputhreads import Schedule
 
@@ -346,13 +347,9 @@ def test_the_kernel_table_follows_rebinds_frees_other_kernels_and_traps(hosts):
 
 
 def _uleb_at(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        value |= (byte & 0x7F) << shift
-        pos, shift = pos + 1, shift + 7
-        if byte < 0x80:
-            return value, pos
+    """The LEB128 u32 at data[pos] and the position after it (the package's own reader)."""
+    r = Reader(data, pos)
+    return r.u32(), r.pos
 
 
 def _padded(value: int) -> bytes:
