@@ -46,18 +46,25 @@ def timed(fn: Callable[[], Any], repeats: int, min_seconds: float = 0.0) -> list
     return times
 
 
-class CallTimer:
-    """Time spent inside chosen functions, by label: each (object, attribute, label) is wrapped
-    while the timer is active (a `with` block, or start() to stop()) and restored after. Nested
-    wrapped calls count in both labels. `take()` returns the seconds per label since the last take
-    and resets."""
+def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
+    """The median wall time of `repeats` calls after one untimed call (buffers mapped, pages touched)."""
+    fn()
+    return statistics.median(timed(fn, repeats))
 
-    def __init__(self, targets: list[tuple[object, str, str]]) -> None:
+
+class CallHooks:
+    """Each (object, attribute, label) wrapped while active (a `with` block, or start() to stop())
+    and restored after; every call of a wrapped function reports (label, start, end, result) to
+    `seen` (result None when it raised). With `skip_missing`, a target its object lacks is left out."""
+
+    def __init__(self, targets: list[tuple[object, str, str]],
+                 seen: Callable[[str, float, float, Any], None], skip_missing: bool = False) -> None:
         self.targets = targets
-        self.spent: dict[str, float] = {label: 0.0 for _, _, label in targets}
+        self._seen = seen
+        self._skip_missing = skip_missing
         self._saved: list[tuple[object, str, bool, Any]] = []
 
-    def __enter__(self) -> "CallTimer":
+    def __enter__(self) -> "CallHooks":
         self.start()
         return self
 
@@ -65,18 +72,22 @@ class CallTimer:
         self.stop()
 
     def start(self) -> None:
-        spent = self.spent
+        seen = self._seen
         for obj, attr, label in self.targets:
+            if self._skip_missing and not hasattr(obj, attr):
+                continue
             fn = getattr(obj, attr)
             own = attr in vars(obj)  # a module's function, or an instance's own attribute
             self._saved.append((obj, attr, own, vars(obj).get(attr)))
 
             def wrapper(*args: Any, _fn: Callable[..., Any] = fn, _label: str = label, **kwargs: Any) -> Any:
+                result = None
                 t0 = time.perf_counter()
                 try:
-                    return _fn(*args, **kwargs)
+                    result = _fn(*args, **kwargs)
+                    return result
                 finally:
-                    spent[_label] += time.perf_counter() - t0
+                    seen(_label, t0, time.perf_counter(), result)
             setattr(obj, attr, wrapper)
 
     def stop(self) -> None:
@@ -86,6 +97,22 @@ class CallTimer:
             else:
                 delattr(obj, attr)  # the class's method shows through again
         self._saved.clear()
+
+
+class CallTimer(CallHooks):
+    """Time spent inside chosen functions, by label (CallHooks' targets). Nested wrapped calls count
+    in both labels. `take()` returns the seconds per label since the last take and resets."""
+
+    def __init__(self, targets: list[tuple[object, str, str]]) -> None:
+        self.spent: dict[str, float] = {label: 0.0 for _, _, label in targets}
+        super().__init__(targets, self._add)
+
+    def __enter__(self) -> "CallTimer":
+        self.start()
+        return self
+
+    def _add(self, label: str, start: float, end: float, _result: Any) -> None:
+        self.spent[label] += end - start
 
     def take(self) -> dict[str, float]:
         out = dict(self.spent)

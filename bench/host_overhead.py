@@ -46,7 +46,6 @@ def host_only(inst, k: int, n: int) -> dict[str, float]:
     from wagogpu.gpu import ExecuteResult
 
     dev = inst.ctx.device
-    real = dev.execute, dev.read
 
     def execute(plan, timeout):
         return ExecuteResult(0.0, 0.0, 0.0, 0.0, None, True, True, 0, 0)

@@ -21,35 +21,24 @@ Ways measured (each figure names its adapter):
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import wgpu
 
-from bench.common import emit, environment
+from bench.common import emit, environment, median_seconds
 from wagogpu import memcopy
 
 
-def _median_s(fn: Callable[[], Any], reps: int) -> float:
-    fn()  # warm: buffers mapped once, pages touched
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 class Floor:
-    """One device with a storage buffer of ``nbytes`` and the helpers around it."""
+    """One device with a storage buffer of ``nbytes`` and the helpers around it (``chunks`` > 0:
+    that many readback buffers for d2h_chunked)."""
 
-    def __init__(self, adapter: Any, nbytes: int, chunks: int) -> None:
+    def __init__(self, adapter: Any, nbytes: int, chunks: int = 0, features: Sequence[str] = ()) -> None:
         self.info = adapter.info
-        self.dev = adapter.request_device_sync(required_limits={
+        self.dev = adapter.request_device_sync(required_features=list(features), required_limits={
             "max-buffer-size": adapter.limits["max-buffer-size"],
             "max-storage-buffer-binding-size": adapter.limits["max-storage-buffer-binding-size"]})
         usage = wgpu.BufferUsage
@@ -60,12 +49,14 @@ class Floor:
         self.upload = self.dev.create_buffer(size=nbytes, usage=usage.MAP_WRITE | usage.COPY_SRC)
         self.readback = self.dev.create_buffer(size=nbytes, usage=usage.MAP_READ | usage.COPY_DST)
         self.probe = self.dev.create_buffer(size=4, usage=usage.MAP_READ | usage.COPY_DST)
-        piece = ((nbytes + chunks - 1) // chunks + 255) // 256 * 256
-        self.pieces = [(off, min(piece, nbytes - off)) for off in range(0, nbytes, piece)]
+        self.chunk_ranges: list[tuple[int, int]] = []
+        if chunks > 0:
+            piece = ((nbytes + chunks - 1) // chunks + 255) // 256 * 256
+            self.chunk_ranges = [(off, min(piece, nbytes - off)) for off in range(0, nbytes, piece)]
         self.chunk_bufs = [self.dev.create_buffer(size=n, usage=usage.MAP_READ | usage.COPY_DST)
-                           for _off, n in self.pieces]
+                           for _off, n in self.chunk_ranges]
 
-    def _wait(self) -> None:
+    def wait(self) -> None:
         enc = self.dev.create_command_encoder()
         enc.copy_buffer_to_buffer(self.storage, 0, self.probe, 0, 4)
         self.dev.queue.submit([enc.finish()])
@@ -74,7 +65,7 @@ class Floor:
 
     def h2d_write_buffer(self) -> None:
         self.dev.queue.write_buffer(self.storage, 0, self.src)
-        self._wait()
+        self.wait()
 
     def h2d_mapped_host(self) -> None:
         self.upload.map_sync(wgpu.MapMode.WRITE)
@@ -86,7 +77,7 @@ class Floor:
         enc = self.dev.create_command_encoder()
         enc.copy_buffer_to_buffer(self.upload, 0, self.storage, 0, self.nbytes)
         self.dev.queue.submit([enc.finish()])
-        self._wait()
+        self.wait()
 
     def d2h_mapped(self) -> None:
         enc = self.dev.create_command_encoder()
@@ -119,13 +110,13 @@ class Floor:
         self.readback.unmap()
 
     def d2h_chunked(self) -> None:
-        for (off, n), buf in zip(self.pieces, self.chunk_bufs):
+        for (off, n), buf in zip(self.chunk_ranges, self.chunk_bufs):
             enc = self.dev.create_command_encoder()
             enc.copy_buffer_to_buffer(self.storage, off, buf, 0, n)
             self.dev.queue.submit([enc.finish()])
         promises = [buf.map_async(wgpu.MapMode.READ) for buf in self.chunk_bufs]
         flat = self.out.view(np.uint8)
-        for (off, n), buf, promise in zip(self.pieces, self.chunk_bufs, promises):
+        for (off, n), buf, promise in zip(self.chunk_ranges, self.chunk_bufs, promises):
             promise.sync_wait()
             view = buf.read_mapped(copy=False)
             flat[off:off + n] = np.frombuffer(view, dtype=np.uint8)
@@ -142,9 +133,9 @@ class Floor:
 def host_figures(nbytes: int, reps: int) -> dict[str, float]:
     src = np.full(nbytes, 7, np.uint8)
     dst = np.zeros_like(src)
-    one = _median_s(lambda: np.copyto(dst, src), reps)
-    threaded = _median_s(lambda: memcopy.copy_bytes(dst.ctypes.data, src.ctypes.data, nbytes), reps)
-    fresh = _median_s(lambda: np.copyto(np.empty_like(src), src), reps)
+    one = median_seconds(lambda: np.copyto(dst, src), reps)
+    threaded = median_seconds(lambda: memcopy.copy_bytes(dst.ctypes.data, src.ctypes.data, nbytes), reps)
+    fresh = median_seconds(lambda: np.copyto(np.empty_like(src), src), reps)
     return {"host_memcpy_gbps": nbytes / one / 1e9, "host_memcpy_threaded_gbps": nbytes / threaded / 1e9,
             "host_memcpy_fresh_gbps": nbytes / fresh / 1e9, "host_memcpy_ms": one * 1e3,
             "host_memcpy_threaded_ms": threaded * 1e3, "host_memcpy_fresh_ms": fresh * 1e3,
@@ -171,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, float | int] = {}
     for name in ("h2d_write_buffer", "h2d_mapped_host", "h2d_mapped", "d2h_dma", "d2h_mapped", "d2h_threaded",
                  "d2h_chunked"):
-        seconds = _median_s(getattr(floor, name), args.reps)
+        seconds = median_seconds(getattr(floor, name), args.reps)
         figures[f"{name}_ms"] = seconds * 1e3
         figures[f"{name}_gbps"] = nbytes / seconds / 1e9
     checks = {"write_buffer_then_mapped": floor.checked(floor.h2d_write_buffer, floor.d2h_mapped),
@@ -179,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
               "mapped_then_chunked": floor.checked(floor.h2d_mapped, floor.d2h_chunked)}
     figures.update(host_figures(nbytes, args.reps))
     ok = all(checks.values())
-    emit({"bench": "transfer_floor", "bytes": nbytes, "reps": args.reps, "chunks": len(floor.pieces),
+    emit({"bench": "transfer_floor", "bytes": nbytes, "reps": args.reps, "chunks": len(floor.chunk_ranges),
           "checked": ok, "checks": checks, **figures, "adapter": adapter_name, **environment()})
     return 0 if ok else 1
 

@@ -28,9 +28,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import wgpu
 
 from bench.buffer_bench import kernel_configs
-from bench.common import emit, environment
+from bench.common import CallHooks, emit, environment, median_seconds
+from bench.transfer_floor import Floor
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
 from wagogpu import Config, Host, memcopy
 from wagogpu.buffers import TransferTuning
@@ -45,44 +47,25 @@ from wagogpu.host import transfers as transfers_module
 OFF = 1 << 62
 
 
-class Timeline:
-    """Intervals spent inside chosen functions, by label, relative to mark(); wrapped while active."""
+class Timeline(CallHooks):
+    """Intervals spent inside chosen functions, by label, relative to mark(); wrapped while active
+    (a phase this version of the path does not have is left out). An ExecuteResult's own
+    submit-to-done split is a span of its own."""
 
     def __init__(self, targets: list[tuple[object, str, str]]) -> None:
-        self.targets = targets
         self.t0 = 0.0
         self.spans: list[tuple[str, float, float]] = []
-        self._saved: list[tuple[object, str, bool, Any]] = []
+        super().__init__(targets, self._span, skip_missing=True)
 
     def __enter__(self) -> Timeline:
-        spans = self.spans
-        for obj, attr, label in self.targets:
-            if not hasattr(obj, attr):
-                continue  # a phase this version of the path does not have
-            fn = getattr(obj, attr)
-            self._saved.append((obj, attr, attr in vars(obj), vars(obj).get(attr)))
-
-            def wrapper(*args: Any, _fn: Callable[..., Any] = fn, _label: str = label, **kwargs: Any) -> Any:
-                t0 = time.perf_counter()
-                try:
-                    result = _fn(*args, **kwargs)
-                finally:
-                    spans.append((_label, t0, time.perf_counter()))
-                compute_s = getattr(result, "compute_s", None)  # an ExecuteResult: its own split
-                if compute_s is not None:
-                    t1 = spans[-1][2]
-                    spans.append((f"{_label}_in_submit_to_done", t1 - compute_s, t1))
-                return result
-            setattr(obj, attr, wrapper)
+        self.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        for obj, attr, own, fn in reversed(self._saved):
-            if own:
-                setattr(obj, attr, fn)
-            else:
-                delattr(obj, attr)
-        self._saved.clear()
+    def _span(self, label: str, start: float, end: float, result: Any) -> None:
+        self.spans.append((label, start, end))
+        compute_s = getattr(result, "compute_s", None)
+        if compute_s is not None:
+            self.spans.append((f"{label}_in_submit_to_done", end - compute_s, end))
 
     def mark(self) -> None:
         self.spans.clear()
@@ -169,31 +152,19 @@ def host_phases(name: str, tuning: TransferTuning, n: int, reps: int, software: 
 # ---------------------------------------------------------------------------------- plain wgpu-py
 
 
-class Probe:
-    """One device (with mappable primary buffers where offered) and the buffers of the probes."""
+class Probe(Floor):
+    """transfer_floor's device and buffers (with mappable primary buffers where offered), and the
+    buffers of the probes."""
 
     def __init__(self, software: bool, nbytes: int, want_mappable: bool = True) -> None:
-        import wgpu
-
-        self.wgpu = wgpu
         adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance",
                                                 force_fallback_adapter=software)
         info = adapter.info
         self.adapter = f"{info.get('device')}; {info.get('description')}; {info.get('adapter_type')}; " \
                        f"{info.get('backend_type')}"
         self.mappable = want_mappable and "mappable-primary-buffers" in adapter.features
-        self.dev = adapter.request_device_sync(
-            required_features=["mappable-primary-buffers"] if self.mappable else [],
-            required_limits={"max-buffer-size": adapter.limits["max-buffer-size"],
-                             "max-storage-buffer-binding-size": adapter.limits["max-storage-buffer-binding-size"]})
+        super().__init__(adapter, nbytes, features=["mappable-primary-buffers"] if self.mappable else [])
         u = wgpu.BufferUsage
-        self.nbytes = nbytes
-        self.src = (np.arange(nbytes // 4, dtype=np.uint32) * 2654435761).astype(np.uint32)
-        self.out = np.zeros_like(self.src)
-        self.storage = self.dev.create_buffer(size=nbytes, usage=u.STORAGE | u.COPY_SRC | u.COPY_DST)
-        self.upload = self.dev.create_buffer(size=nbytes, usage=u.MAP_WRITE | u.COPY_SRC)
-        self.readback = self.dev.create_buffer(size=nbytes, usage=u.MAP_READ | u.COPY_DST)
-        self.probe = self.dev.create_buffer(size=4, usage=u.MAP_READ | u.COPY_DST)
         self.hostcached = self.dev.create_buffer(size=nbytes, usage=u.MAP_READ | u.COPY_SRC) \
             if self.mappable else None
         self._pieces: dict[tuple[int, int], list[tuple[int, int, Any]]] = {}
@@ -219,11 +190,6 @@ class Probe:
         enc.copy_buffer_to_buffer(src, so, dst, do, n)
         self.dev.queue.submit([enc.finish()])
 
-    def wait(self) -> None:
-        self._submit_copy(self.storage, 0, self.probe, 0, 4)
-        self.probe.map_sync(self.wgpu.MapMode.READ)
-        self.probe.unmap()
-
     @staticmethod
     def address(buf: Any, offset: int = 0, size: int | None = None) -> int:
         """The host address of a mapped range (read or write mapping), through wgpu-native's C API."""
@@ -233,7 +199,7 @@ class Probe:
         return int(ffi.cast("intptr_t", ptr))
 
     def bar_write(self, threads: int) -> None:
-        self.upload.map_sync(self.wgpu.MapMode.WRITE)
+        self.upload.map_sync(wgpu.MapMode.WRITE)
         memcopy.copy_bytes(self.address(self.upload), self.src.ctypes.data, self.nbytes, threads)
         self.upload.unmap()
         self._submit_copy(self.upload, 0, self.storage, 0, self.nbytes)
@@ -241,19 +207,19 @@ class Probe:
 
     def readback_whole(self, threads: int) -> None:
         self._submit_copy(self.storage, 0, self.readback, 0, self.nbytes)
-        self.readback.map_sync(self.wgpu.MapMode.READ)
+        self.readback.map_sync(wgpu.MapMode.READ)
         memcopy.copy_bytes(self.out.ctypes.data, self.address(self.readback), self.nbytes, threads)
         self.readback.unmap()
 
     def readback_pipelined(self, k: int, threads: int, read_out: bool = True) -> None:
         """k submissions and maps, each piece read out as it maps (without `read_out`: what the
         pieces cost the device and the maps alone)."""
-        u = self.wgpu.BufferUsage
+        u = wgpu.BufferUsage
         pieces = self.pieces(k, u.MAP_READ | u.COPY_DST)
         promises = []
         for off, n, buf in pieces:
             self._submit_copy(self.storage, off, buf, 0, n)
-            promises.append(buf.map_async(self.wgpu.MapMode.READ))
+            promises.append(buf.map_async(wgpu.MapMode.READ))
         for (off, n, buf), promise in zip(pieces, promises):
             self.resolve(promise)
             if read_out:
@@ -262,13 +228,13 @@ class Probe:
 
     def readback_one_submission(self, k: int, threads: int) -> None:
         """k copies in one submission (so every map resolves at its end), each piece read out."""
-        u = self.wgpu.BufferUsage
+        u = wgpu.BufferUsage
         pieces = self.pieces(k, u.MAP_READ | u.COPY_DST)
         enc = self.dev.create_command_encoder()
         for off, n, buf in pieces:
             enc.copy_buffer_to_buffer(self.storage, off, buf, 0, n)
         self.dev.queue.submit([enc.finish()])
-        promises = [buf.map_async(self.wgpu.MapMode.READ) for _off, _n, buf in pieces]
+        promises = [buf.map_async(wgpu.MapMode.READ) for _off, _n, buf in pieces]
         for (off, n, buf), promise in zip(pieces, promises):
             self.resolve(promise)
             memcopy.copy_bytes(self.out.ctypes.data + off, self.address(buf), n, threads)
@@ -278,7 +244,7 @@ class Probe:
         """A whole readback read out twice from the same mapping: (first, second) read-out seconds
         (the first pays for a fresh mapping's pages, if the driver maps them anew per map)."""
         self._submit_copy(self.storage, 0, self.readback, 0, self.nbytes)
-        self.readback.map_sync(self.wgpu.MapMode.READ)
+        self.readback.map_sync(wgpu.MapMode.READ)
         address = self.address(self.readback)
         t0 = time.perf_counter()
         memcopy.copy_bytes(self.out.ctypes.data, address, self.nbytes, threads)
@@ -291,16 +257,16 @@ class Probe:
     def upload_hostcached(self, threads: int) -> None:
         buf = self.hostcached
         assert buf is not None
-        buf.map_sync(self.wgpu.MapMode.READ)
+        buf.map_sync(wgpu.MapMode.READ)
         memcopy.copy_bytes(self.address(buf), self.src.ctypes.data, self.nbytes, threads)
         buf.unmap()
         self._submit_copy(buf, 0, self.storage, 0, self.nbytes)
         self.wait()
 
     def upload_hostcached_pipelined(self, k: int, threads: int) -> None:
-        u = self.wgpu.BufferUsage
+        u = wgpu.BufferUsage
         pieces = self.pieces(k, u.MAP_READ | u.COPY_SRC)
-        promises = [buf.map_async(self.wgpu.MapMode.READ) for _off, _n, buf in pieces]
+        promises = [buf.map_async(wgpu.MapMode.READ) for _off, _n, buf in pieces]
         for (off, n, buf), promise in zip(pieces, promises):
             self.resolve(promise)
             memcopy.copy_bytes(self.address(buf), self.src.ctypes.data + off, n, threads)
@@ -318,22 +284,12 @@ class Probe:
         return bool(np.array_equal(self.out, self.src))
 
 
-def _median_ms(fn: Callable[[], Any], reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
-
-
 def probes(software: bool, nbytes: int, reps: int, chunks: list[int], no_hostcached: bool = False) -> list[dict[str, Any]]:
     p = Probe(software, nbytes, not no_hostcached)
     rows: list[dict[str, Any]] = []
 
     def row(way: str, fn: Callable[[], Any], check: Callable[[], bool], **extra: Any) -> None:
-        ms = _median_ms(fn, reps)
+        ms = median_seconds(fn, reps) * 1e3
         rows.append({"bench": "transfer_probe", "way": way, "ms": ms, "gbps": nbytes / ms / 1e6,
                      "checked": check(), "bytes": nbytes, "adapter": p.adapter, **extra})
 
