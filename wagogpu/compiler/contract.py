@@ -87,3 +87,6 @@ class ModuleContract:
     kernels: dict[int, KernelPlan] = field(default_factory=dict)
     legacy_wgsl: str | None = None  # legacy (f32)->f32 kernel, when kernel_export compiled
     legacy_reason: str = ""
+    # The module's defined or imported mutable i32 globals, by index: those a CPU kernel may import
+    # from its guest (a shadow-stack pointer is one), which the host exports under internal names.
+    mutable_i32_globals: tuple[int, ...] = ()

@@ -168,16 +168,6 @@ def _assemble(module: DecodedModule, rewriter: Rewriter, rewritten: list[Functio
             + enc.section(enc.Section.CODE, enc.vector(bodies)))
 
 
-def mutable_i32_globals(source: bytes) -> tuple[int, ...]:
-    """The globals a CPU kernel may import from its guest (a shadow-stack pointer is one of them):
-    the host exports them from the guest under internal names."""
-    try:
-        globals_ = decode_module(source).statics.globals
-    except CompileError:
-        return ()
-    return tuple(i for i, g in enumerate(globals_) if g.mutable and g.type == I32)
-
-
 def cpu_kernel_module(source: bytes, kernel: KernelConfig, plan: KernelPlan, shared_pages: int = 0) -> CpuKernelModule:
     """build_cpu_kernel over the module's bytes (the host's entry point: it keeps the plan, not the
     decoding)."""

@@ -15,6 +15,7 @@ from . import reader as lim
 from .buffer import lower_kernel, validate_kernel
 from .contract import CompileError, CompileErrorKind, KernelClass, KernelPlan, ModuleContract
 from .decoder import DecodedModule, decode_module
+from .intrinsics import I32
 from .legacy import compile_wgsl
 
 COMPILATION_LIMIT = "per-compilation WGSL limit"
@@ -89,5 +90,6 @@ def inspect_module(source: bytes, kernels: Iterable[KernelConfig], kernel_export
         if plan.wgsl is not None:
             budget -= len(plan.wgsl)
         plans[plan.kernel_id] = plan
+    globals_ = tuple(i for i, g in enumerate(module.statics.globals) if g.mutable and g.type == I32)
     return ModuleContract(verified=True, memories=tuple(module.memories), kernels=plans,
-                          legacy_wgsl=legacy_wgsl, legacy_reason=legacy_reason)
+                          legacy_wgsl=legacy_wgsl, legacy_reason=legacy_reason, mutable_i32_globals=globals_)

@@ -13,7 +13,6 @@ import wasmtime
 
 from ..buffers import DispatchPlan
 from ..compiler.contract import KernelClass, ModuleContract
-from ..compiler.cpukernel import mutable_i32_globals
 from ..errors import ModuleError
 from ..gpu import ComputePipeline
 from .context import RuntimeContext
@@ -61,7 +60,7 @@ def build_module(ctx: RuntimeContext, module_id: int, source: Source) -> Module:
         contract = ModuleContract(verified=False, reason="no buffer kernels configured")
     memory_count = len(contract.memories) if contract.verified else _count_memories(ctx.engine, wasm)
     try:
-        globals_ = mutable_i32_globals(wasm) if cfg.cpu_kernels and contract.verified else ()
+        globals_ = contract.mutable_i32_globals if cfg.cpu_kernels and contract.verified else ()
         compiled = wasmtime.Module(ctx.engine, add_memory_exports(wasm, memory_count, globals_))
     except ValueError:
         compiled = _compile_plain(ctx.engine, wasm)
