@@ -196,7 +196,7 @@ def write_table(buffers: InstanceBuffers, rec: CpuKernelModule, bound: dict[int,
 def replaced_slots(plan: KernelPlan, bound: dict[int, Buffer], count: int) -> frozenset[int]:
     """Written slots this dispatch replaces whole (KernelPlan.replaces_whole), so a stale CPU copy
     of them need not be read back first."""
-    return frozenset(s for s in plan.overwritten_slots if plan.replaces_whole(s, count, bound[s].length))
+    return frozenset(s for s in plan.write_slots if plan.replaces_whole(s, count, bound[s].length))
 
 
 class SavedOutputs:
