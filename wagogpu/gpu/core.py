@@ -69,8 +69,11 @@ class DeviceCore:
         return faults is not None and faults.hit(stage)
 
     def acquire(self, timeout: float) -> None:
-        """Take the device lock within ``timeout`` (the wait counts against the caller's deadline)."""
-        if not self.lock.acquire(timeout=max(0.0, timeout)):
+        """Take the device lock within ``timeout`` (the wait counts against the caller's deadline).
+        A free lock is taken without a timed wait: CPython's timed acquire costs about 0.3 us more
+        even when the lock is free, and every execute, enqueue and read comes through here."""
+        lock = self.lock
+        if not lock.acquire(False) and not lock.acquire(timeout=max(0.0, timeout)):
             raise self.lock_timeout()
 
     @staticmethod
