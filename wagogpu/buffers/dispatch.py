@@ -70,13 +70,14 @@ class Dispatcher:
         res = self.res
         pipelined = self.pipelined and not plan.error_word
         pending = res.pending
-        if pending.dispatches and (not pipelined or pending.due(sum([bound[s].gpu_bytes for s in plan.write_slots]))):
+        steady = self._steady_plan(inst, plan, bound)
+        if pending.dispatches and (not pipelined or pending.due(
+                steady.written_bytes if steady is not None else sum([bound[s].gpu_bytes for s in plan.write_slots]))):
             settled = pending.settle(deadline)  # a waited dispatch, or a bound reached: confirm first
             if settled:
                 return refused_or_fallback(settled, res.quarantine_reason)
         if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
-        steady = self._steady_plan(inst, plan, bound)
         if steady is not None:
             took = steady.take(inst, count)
             if took is not None:
