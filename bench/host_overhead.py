@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
 import dataclasses
 import statistics
 import sys
@@ -202,6 +203,64 @@ def pipelined_resident(config: Config, n: int) -> dict[str, float | bool]:
     return {"pipelined_resident_dispatch_us": statistics.median(times[64:]) / 1e3, "pipelined_checked": checked}
 
 
+def native_floor(inst, x: np.ndarray, k: int, n: int, calls: int = CALLS) -> dict[str, float]:
+    """The device's part of a waited resident dispatch and of a checked round trip made with the
+    backend's native calls alone, on the host's own device, pipeline and bind group: what no Python
+    of ours can go below. Resident: encoder, compute pass, submit, work-done fence, poll until done.
+    Round trip: the same with a 4 KiB queue write of the input before (the values it holds) and, in
+    the same submission, the output copied to a readback buffer, mapped, read out and unmapped."""
+    from wagogpu.gpu.backend import Usage
+
+    dev = inst.ctx.device
+    plans = []
+    real = dev.execute
+    dev.execute = lambda plan, timeout: plans.append(plan) or real(plan, timeout)
+    try:
+        inst.call("dispatch", k, n)
+    finally:
+        del dev.execute
+    plan = plans[-1]
+    core = dev._core
+    backend = core.backend
+    words = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    out = np.empty(n, np.uint32)
+    with core.lock:
+        group = dev._pipelines.bind_group(plan.pipeline, plan.uniform, plan.storage)
+        readback = backend.create_buffer(4 * n, int(Usage.READBACK))
+    pipe, (gx, gy) = plan.pipeline._ptr, plan.workgroups
+    src, dst = plan.storage[0]._ptr, plan.storage[-1]._ptr
+
+    def wait(*cells) -> None:
+        while not all(c.status for c in cells):
+            backend.poll()
+
+    def resident() -> None:
+        with core.lock:
+            enc = backend.encoder()
+            backend.dispatch(enc, pipe, group, gx, gy, False)
+            backend.submit(enc)
+            wait(backend.fence())
+
+    def round_trip() -> None:
+        with core.lock:
+            backend.write_buffer(src, 0, words, 4 * n)
+            enc = backend.encoder()
+            backend.dispatch(enc, pipe, group, gx, gy, False)
+            backend.copy(enc, dst, 0, readback.obj, 0, 4 * n)
+            backend.submit(enc)
+            fence = backend.fence()
+            wait(fence, backend.map(readback.obj, False, 0, 4 * n))
+            ctypes.memmove(out.ctypes.data, backend.read_address(readback.obj, 0, 4 * n), 4 * n)
+            backend.unmap(readback.obj)
+
+    try:
+        return {"native_floor_resident_dispatch_us": median_us(resident, calls),
+                "native_floor_round_trip_us": median_us(round_trip, calls)}
+    finally:
+        with core.lock:
+            core.natives.release(readback)
+
+
 def round_trip_parts(insts: dict[str, object], k: int, n: int) -> dict[str, float]:
     """The round trip and its parts that need a specific state before each call, per host (tag),
     alternated in blocks so that every host sees the same machine state."""
@@ -289,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     figures.update(submissions_per_round_trip(host, inst, k, n))
     progress.step("device share")
     figures.update(device_share(inst, k, n))
+    figures.update(native_floor(inst, x, k, n))
     progress.step("host only")
     figures.update(host_only(inst, k, n))
     progress.step("pipelined")
