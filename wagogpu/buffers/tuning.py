@@ -44,8 +44,11 @@ class TransferTuning:
     in_place_outputs: a dispatch that overwrites a whole output whose current contents are parked
         writes the committed copy itself instead of a scratch (the parking is the way back on
         failure), so a budget-bound round trip needs no scratch and evicts nothing.
-    set_copy_threads: threads for a prestaged set's two copies (into the CPU copy, into the stage);
-        on the H200 host at 40 MB 4 + 4 took 2.54-2.78 ms, 8 + 8 2.76, 6 + 2 3.51.
+    set_copy_threads: threads for a prestaged set's two copies (into the CPU copy, into the stage),
+        each capped by the CPU count. On the H200 host at 40 MB through memcopy's crew
+        (bench.fresh_path, two processes): 8 + 8 took 1.96-2.05 ms, 8 + 4 1.94-1.95, 4 + 4 2.24-2.34,
+        4 + 8 2.71-2.76, 12 + 12 2.51-2.61; the host copy wants the threads, the stage's PCIe
+        write does not. (Through the earlier thread pool, 4 + 4 had been the fastest.)
     readahead: ask the device for read-ahead copies of outputs the guest read back last time.
     readback_pieces: a readback of at least two readback_piece_min_bytes goes through a staging
         made of up to this many pieces, each copied and mapped in its own submission: a copy-back
@@ -65,7 +68,7 @@ class TransferTuning:
     prestage_min_bytes: int = MIB
     park_min_bytes: int | None = None
     in_place_outputs: bool = True
-    set_copy_threads: tuple[int, int] = (4, 4)
+    set_copy_threads: tuple[int, int] = (8, 8)
     readahead: bool = True
     readback_pieces: int = 1
     readback_piece_min_bytes: int = 2 * MIB
