@@ -10,6 +10,7 @@ import pytest
 
 from wagogpu.gpu import (BufferHandle, DeviceAllocationError, DeviceFailure, ExecutePlan, FaultInjector, GpuDevice,
                          PipelineError)
+from wagogpu.gpu.backend import CELL_OK, Usage
 from wagogpu.gpu.faults import STAGES
 from wagogpu.gpu.pool import PoolKind
 
@@ -201,6 +202,35 @@ def test_settle_after_a_timeout_does_not_count_on_a_dropped_read_ahead_map(make_
     slow, a = slow_plan(dev, 0.3)
     timed_out(dev, dataclasses.replace(slow, readahead=[a]))
     assert dev.settle(30.0) and dev.settle(0.0)
+
+
+def test_public_backend_destroys_a_freed_buffer_after_its_pending_map() -> None:
+    """wgpu-py's poll thread waits on the GPU inside wgpu-native while a map is pending, and a
+    buffer destroy waits for that wait: on lavapipe a read-ahead buffer freed after a 2 ms timeout
+    held the caller up to 0.94 s.  So the public backend hands the destroy to its waiter, behind
+    the map: the map still resolves (a destroy under it would reject it)."""
+    from .conftest import open_device
+
+    dev = open_device(api="public")
+    try:
+        slow, a = slow_plan(dev, 0.3)
+        timed_out(dev, slow)
+        backend = dev._core.backend
+        native = backend.create_buffer(a.nbytes, Usage.READBACK)
+        enc = backend.encoder()
+        backend.copy(enc, a._ptr, 0, native.obj, 0, a.nbytes)  # queued behind the slow kernel
+        backend.submit(enc)
+        cell = backend.map(native.obj, False, 0, a.nbytes)
+        t0 = time.perf_counter()
+        backend.natives.release(native)
+        assert time.perf_counter() - t0 < 0.05 and not cell.status  # released; the map still pending
+        assert dev.settle(30.0)
+        deadline = time.perf_counter() + 10.0
+        while not cell.status and time.perf_counter() < deadline:
+            time.sleep(0.001)
+        assert cell.status == CELL_OK, cell.message
+    finally:
+        dev.close()
 
 
 def struct_params(count: int, rounds: int) -> bytes:
