@@ -6,7 +6,8 @@ python -m bench.host_overhead [--allow-software-adapter] [--cpu] [--profile-out 
 Read-ahead on and off are two hosts (TransferTuning(readahead=False) for the second), alternated
 in blocks within this one process; a third host, pipelined, times a resident dispatch that returns
 once recorded. --cpu runs with the device disabled: the imports' own cost, the
-dispatch answering 1 and the guest's CPU runner over the accessor's scalar imports.
+dispatch answering 1 and the guest's CPU runner over the accessor's scalar imports. The
+host-only figures stand beside the Python floor (bench.python_floor) measured in the same run.
 """
 from __future__ import annotations
 
@@ -41,9 +42,11 @@ def median_us(fn, calls: int = CALLS) -> float:
     return statistics.median(times) / 1e3
 
 
-def host_only(inst, k: int, n: int) -> dict[str, float]:
+def host_only(inst, k: int, n: int) -> dict[str, float | bool]:
     """The same calls with the device layer stubbed out (execute and read return at once): what the
-    Python host costs per call on this CPU, whatever the GPU. Results are not checked here."""
+    Python host costs per call on this CPU, whatever the GPU, beside bench.python_floor's direct
+    host of the same imports (its results checked after its timers; the package's are not checked
+    here)."""
     from wagogpu.gpu import ExecuteResult
 
     dev = inst.ctx.device
@@ -56,12 +59,22 @@ def host_only(inst, k: int, n: int) -> dict[str, float]:
 
     dev.execute, dev.read = execute, read
     try:
-        return {"host_only_resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
-                "host_only_round_trip_us": median_us(lambda: inst.call("sample", k, n)),
-                **import_budget(inst, k, n), **round_trip_budget(inst, k, n), **resident_layers(inst, k, n),
-                "import_floor_us": import_floor()}
+        figures = {"host_only_resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
+                   "host_only_round_trip_us": median_us(lambda: inst.call("sample", k, n)),
+                   **import_budget(inst, k, n), **round_trip_budget(inst, k, n), **resident_layers(inst, k, n),
+                   "import_floor_us": import_floor()}
     finally:
         del dev.execute, dev.read  # the class's methods again
+    from bench.python_floor import floor_figures  # (it borrows median_us from here)
+
+    floor = floor_figures(n, k)
+    figures.update({key: value for key, value in floor.items() if key != "python_floor_checked"})
+    figures["host_only_over_python_floor_round_trip"] = \
+        figures["host_only_round_trip_us"] / floor["python_floor_round_trip_us"]
+    figures["host_only_over_python_floor_resident_dispatch"] = \
+        figures["host_only_resident_dispatch_us"] / floor["python_floor_resident_dispatch_us"]
+    figures["python_floor_checked"] = floor["python_floor_checked"]
+    return figures
 
 
 def round_trip_budget(inst, k: int, n: int) -> dict[str, float]:
@@ -358,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     figures.update(floor)
     progress.step("host only")
     figures.update(host_only(inst, k, n))
+    checked = checked and bool(figures.pop("python_floor_checked"))
     progress.step("pipelined")
     pipelined = pipelined_resident(config, n)
     checked = checked and bool(pipelined.pop("pipelined_checked"))

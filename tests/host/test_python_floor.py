@@ -1,0 +1,36 @@
+"""bench.python_floor's direct host: the floor under the host-only figures makes the checks it
+claims (docs/check-order.md's statuses, in order) and moves the words it says it moves."""
+from __future__ import annotations
+
+import numpy as np
+
+from bench.python_floor import _IN, _OUT, FloorHost, floor_figures
+from wagogpu.abi.table import Status
+
+
+def test_the_floor_round_trip_moves_the_words_and_checks_them() -> None:
+    figures = floor_figures(256, 0)
+    assert figures["python_floor_checked"] is True
+    assert all(figures[k] > 0 for k in ("python_floor_round_trip_us", "python_floor_resident_dispatch_us"))
+
+
+def test_the_floor_answers_the_spec_statuses_in_order() -> None:
+    floor = FloorHost(16, kernel_id=3)
+    memory = np.zeros(64, np.uint32)
+    floor.span = lambda: (memory.ctypes.data, memory.nbytes)
+    assert floor.set(99, 0, 0, 0, 16) == Status.INVALID_HANDLE
+    assert floor.set(_IN, 8, 0, 0, 9) == Status.INVALID_RANGE  # past the buffer's end
+    assert floor.set(_IN, 0, 1, 0, 16) == Status.INVALID_RANGE  # no memory 1
+    assert floor.copy(_OUT, 0, 0, memory.nbytes - 60, 16) == Status.INVALID_RANGE  # past the memory's end
+    assert floor.copy(_OUT, 0, 0, memory.nbytes, 0) == Status.OK  # an offset at the end, count 0
+    assert floor.dispatch(2, 16) == Status.INVALID_KERNEL
+    assert floor.dispatch(3, 17) == Status.INVALID_RANGE
+    memory[:16] = np.arange(16) + 7
+    assert floor.set(_IN, 0, 0, 0, 16) == Status.OK and np.array_equal(floor.buffers[_IN].cpu, memory[:16])
+    floor.buffers[_OUT].device[:] = 5
+    assert floor.dispatch(3, 16) == Status.OK and floor.buffers[_OUT].gpu_current
+    assert floor.copy(_OUT, 0, 0, 128, 16) == Status.OK and np.all(memory[32:48] == 5)
+    assert floor.last is not None and floor.last.import_name == "copyBuffer32" and floor.last.status == 0
+    assert floor.calls == {"setBuffer32": 4, "copyBuffer32": 3, "dispatch": 3}
+    floor.closed = True
+    assert floor.dispatch(3, 16) == Status.INVALID_STATE
