@@ -1,6 +1,7 @@
 """Shared benchmark plumbing: JSONL records, environment facts, timing helpers."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -21,8 +22,43 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
+@functools.cache
+def package_digest() -> str:
+    """The measured code's name where there is no git (a lent machine's copy of the tree): sha256
+    over the imported wagogpu's .py files, path and bytes in sorted order, first 12 hex digits."""
+    import hashlib
+    from pathlib import Path
+
+    import wagogpu
+
+    root = Path(wagogpu.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+@functools.cache
+def revision() -> str:
+    """The commit this checkout is at, with "+dirty" when tracked files differ from it; "unknown"
+    outside a git checkout."""
+    import subprocess
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def environment() -> dict[str, Any]:
-    return {"python": platform.python_version(), "numpy": np.__version__,
+    return {"revision": revision(), "package_digest": package_digest(),
+            "python": platform.python_version(), "numpy": np.__version__,
             "wasmtime": _version("wasmtime"), "wgpu": _version("wgpu"),
             "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
             # glibc reads its tunables (e.g. the non-temporal copy threshold) at process start.
