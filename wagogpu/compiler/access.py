@@ -19,7 +19,7 @@ from .contract import CompileError
 from .globalvars import TYPE_NAMES
 from .inline import call_defined
 from .intrinsics import I32, Intrinsic, IntrinsicKind
-from .lowering import INVALID, UNSUPPORTED, Lowering
+from .lowering import UNSUPPORTED, Lowering
 from .records import BITS_FORM, CONSTANT, HANDLE, INDEX, NUMBER
 from .wgsl import LOAD_EXPR, STORE_WRAP
 

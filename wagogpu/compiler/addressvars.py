@@ -28,7 +28,7 @@ from functools import reduce
 from .contract import CompileError
 from .frames import Frame, FrameKind
 from .lowering import UNSUPPORTED, Lowering
-from .records import FRAME, HANDLE, Record, local_var
+from .records import FRAME, HANDLE, Record
 
 LOOP, IF = FrameKind.LOOP, FrameKind.IF
 HANDLE_IN_VAR = "buffer handle in a local that control flow assigns"

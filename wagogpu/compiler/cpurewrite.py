@@ -14,7 +14,7 @@ from ..abi.table import ElementType
 from . import wasmencode as enc
 from .contract import CompileError, CompileErrorKind
 from .decoder import DecodedModule
-from .intrinsics import F32, F64, I32, I64, IntrinsicKind
+from .intrinsics import F32, F64, I32, I64, VALUE_TYPE_BYTE, IntrinsicKind
 from .optable import Instruction, skip_locals, walk
 from .reader import Reader, ReaderError
 
@@ -214,12 +214,12 @@ class Rewriter:
         h, i = temp, temp + 1
         head = b""
         if kind is IntrinsicKind.WRITE:
-            head = loc("local.set", temp + VALUE_TEMP[enc.VALUE_TYPE[ops.scalar]])
+            head = loc("local.set", temp + VALUE_TEMP[VALUE_TYPE_BYTE[ops.scalar]])
         checked = (head + loc("local.set", i) + loc("local.tee", h)
                    + s("i32.load", enc.memarg(memory, 2, self.table - 4)) + loc("local.get", i) + s("i32.le_u")
                    + enc.TRAP_IF + loc("local.get", h) + s("i32.load", enc.memarg(memory, 2, self.table - 8))
                    + loc("local.get", i) + (enc.i32_const(k) + s("i32.shl") if k else b"") + s("i32.add"))
-        value = loc("local.get", temp + VALUE_TEMP[enc.VALUE_TYPE[ops.scalar]])
+        value = loc("local.get", temp + VALUE_TEMP[VALUE_TYPE_BYTE[ops.scalar]])
         if elem is ElementType.F16:  # binary16 bits through the accessor's own conversions (abi.md 5.3)
             if kind is IntrinsicKind.READ:
                 return (checked + s("i32.load16_u", enc.memarg(memory, 1, 0)) + s("call", enc.uleb(HALF_TO_F32))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from .gobody import CONST, Val
+from .gobody import CONST
 from .gomemory import LOADS, STORES, Blocked
 from .gonumeric import SAT_SIGNATURES, SIGNATURES
 from .goops import (WHY, M64, numeric, op_br, op_br_if, op_br_table, op_call, op_else, op_end, op_global, op_local,

@@ -12,7 +12,7 @@ constants.
 """
 from __future__ import annotations
 
-from .addressvars import ADDRESS_IN_VAR, HANDLE_IN_VAR, assign, assign_number, marked
+from .addressvars import ADDRESS_IN_VAR, assign, assign_number, marked
 from .contract import CompileError, KernelError
 from .intrinsics import F32, F64, I32, I64
 from .lowering import BITS, LOCAL_TYPES, UNSUPPORTED, Lowering

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import struct
 
-from .intrinsics import F32, F64, I32, I64, VALUE_TYPE_BYTE as VALUE_TYPE
+from .intrinsics import F32, F64, I32, I64
 from .optable import OPCODES, PREFIX_FC
 from .reader import MEMORY_INDEX_FLAG, WASM_HEADER
 

@@ -34,7 +34,7 @@ import numpy as np
 import wasmtime
 
 from ..abi.accessor import KERNEL_GEN_OFFSET, KERNEL_STOP_OFFSET
-from ..compiler.cpuwork import DRIVER_WAT, LEAD_EXPORT, RECALL_EXPORT, RECALL_WAT, SERVE_EXPORT
+from ..compiler.cpuwork import DRIVER_WAT, RECALL_EXPORT, RECALL_WAT, SERVE_EXPORT
 from ..config import Config
 from ._wasmtime import export_call
 from .context import RuntimeContext

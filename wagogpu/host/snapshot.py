@@ -8,7 +8,7 @@ from ..compiler.contract import KernelClass
 from ..compiler import reader
 from ..config import KernelConfig
 from ..diagnostics import (BufferOperation, BufferSnapshot, DeviceState, KernelDiagnostic, KernelState,
-                           LegacyTiming, RuntimeState, Snapshot)
+                           RuntimeState, Snapshot)
 from .context import RuntimeContext
 from .module import Module
 
