@@ -204,6 +204,22 @@ def test_settle_after_a_timeout_does_not_count_on_a_dropped_read_ahead_map(make_
     assert dev.settle(30.0) and dev.settle(0.0)
 
 
+def test_settle_after_a_timed_out_flush_waits_for_the_abandoned_batch(make_device) -> None:
+    """A pipelined batch whose flush timed out is abandoned, but its work-done fence still
+    resolves: settle() returns once the kernel is done (it waited out its whole timeout on the raw
+    path when abandoning forgot the fence), and the device runs work again."""
+    dev = make_device()
+    slow, _a = slow_plan(dev, 0.3)
+    dev.enqueue(slow, 10.0)
+    t0 = time.perf_counter()
+    with pytest.raises(DeviceFailure) as err:
+        dev.flush(0.002)
+    assert err.value.stage == "timeout" and err.value.timed_out and time.perf_counter() - t0 < 0.25
+    assert dev.settle(10.0) and dev.settle(0.0)
+    assert time.perf_counter() - t0 < 5.0
+    Rig(lambda _faults: dev, FaultInjector()).check_ok()
+
+
 def test_public_backend_destroys_a_freed_buffer_after_its_pending_map() -> None:
     """wgpu-py's poll thread waits on the GPU inside wgpu-native while a map is pending, and a
     buffer destroy waits for that wait: on lavapipe a read-ahead buffer freed after a 2 ms timeout

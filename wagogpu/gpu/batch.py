@@ -225,16 +225,23 @@ class PendingBatches:
 
     def abandon(self) -> None:
         """After a failure or at close: the open batch is dropped unsubmitted, the submitted ones
-        are forgotten (their completion is unknown; the caller treats their work as lost)."""
+        are forgotten (their completion is unknown; the caller treats their work as lost). Their
+        read-ahead maps are forgotten; their work-done fences are too only at close: after a
+        timed-out wait a fence sits in the core's unfinished work, and settle() waits for it, so
+        it must still resolve when the work is done."""
+        core = self._core
         batch, self.open = self.open, None
         if batch is not None:
             self._end_pass(batch)
-            self._core.backend.drop_encoder(batch.enc)
-            if not self._core.closed:
+            core.backend.drop_encoder(batch.enc)
+            if not core.closed:
                 self._pool.discard([*batch.used, *batch.void, *(e for _h, e in batch.ahead.values())])
         for sub in self.submitted:
-            for cell in sub.cells:
-                self._core.backend.forget(cell)
+            fence, *maps = sub.cells
+            for cell in maps:
+                core.forget_map(cell)
+            if core.closed:
+                core.backend.forget(fence)
         self.submitted.clear()
 
     # -------------------------------------------------------------- waiting
