@@ -67,13 +67,10 @@ def host_only(inst, k: int, n: int) -> dict[str, float | bool]:
         del dev.execute, dev.read  # the class's methods again
     from bench.python_floor import floor_figures  # (it borrows median_us from here)
 
-    floor = floor_figures(n, k)
-    figures.update({key: value for key, value in floor.items() if key != "python_floor_checked"})
-    figures["host_only_over_python_floor_round_trip"] = \
-        figures["host_only_round_trip_us"] / floor["python_floor_round_trip_us"]
-    figures["host_only_over_python_floor_resident_dispatch"] = \
-        figures["host_only_resident_dispatch_us"] / floor["python_floor_resident_dispatch_us"]
-    figures["python_floor_checked"] = floor["python_floor_checked"]
+    figures.update(floor_figures(n, k))  # (main takes python_floor_checked out into the record's check)
+    for name in ("round_trip", "resident_dispatch"):
+        figures[f"host_only_over_python_floor_{name}"] = \
+            figures[f"host_only_{name}_us"] / figures[f"python_floor_{name}_us"]
     return figures
 
 

@@ -59,7 +59,7 @@ def floor_wat() -> str:
 
 
 class _Buffer:
-    __slots__ = ("handle", "length", "cpu", "cpu_address", "device", "gpu_current", "version")
+    __slots__ = ("handle", "length", "cpu", "cpu_address", "device", "gpu_current")
 
     def __init__(self, handle: int, length: int) -> None:
         self.handle, self.length = handle, length
@@ -67,7 +67,6 @@ class _Buffer:
         self.cpu_address = self.cpu.ctypes.data
         self.device = np.zeros(length, np.uint32)  # the stubbed device's copy
         self.gpu_current = False
-        self.version = 0
 
 
 class _Record:
@@ -82,7 +81,6 @@ class FloorHost:
         self.stopped = self.closed = False
         self.buffers = {_IN: _Buffer(_IN, n), _OUT: _Buffer(_OUT, n)}
         self.kernel_id, self.max_elements, self.run_timeout = kernel_id, 1 << 28, run_timeout
-        self.bindings_epoch, self.checked_epoch = 0, -1
         self.last: _Record | None = None
         self.calls = {name: 0 for name, _ in _IMPORTS}
         self.statuses = {name: 0 for name, _ in _IMPORTS}  # non-OK answers per import
@@ -126,7 +124,6 @@ class FloorHost:
             if into:
                 ctypes.memmove(host, address + at, nbytes)
                 buf.gpu_current = False
-                buf.version += 1
             else:
                 ctypes.memmove(address + at, host, nbytes)
             return self._record(name, count, 0, _OK, started, entered)
@@ -146,8 +143,6 @@ class FloorHost:
                 return self._record("dispatch", count, kernel_id, _INVALID_STATE, started, entered)
             if kernel_id != self.kernel_id:
                 return self._record("dispatch", count, kernel_id, _INVALID_KERNEL, started, entered)
-            if self.checked_epoch != self.bindings_epoch:  # the binding set's checks, once per epoch
-                self.checked_epoch = self.bindings_epoch
             if count > self.buffers[_IN].length or count > self.buffers[_OUT].length:
                 return self._record("dispatch", count, kernel_id, _INVALID_RANGE, started, entered)
             if count > self.max_elements:
@@ -161,7 +156,6 @@ class FloorHost:
                 src.device[:count] = src.cpu[:count]
                 src.gpu_current = True
             out.gpu_current = True  # the stubbed device wrote it
-            out.version += 1
             return self._record("dispatch", count, kernel_id, _OK, started, entered)
 
 

@@ -14,6 +14,7 @@ from wagogpu.gpu.backend import CELL_OK, Usage
 from wagogpu.gpu.faults import STAGES
 from wagogpu.gpu.pool import PoolKind
 
+from .conftest import open_device
 from .kernels import WGSL_INC, WGSL_SLOW, WGSL_X2, grid, params
 
 pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
@@ -225,8 +226,6 @@ def test_public_backend_destroys_a_freed_buffer_after_its_pending_map() -> None:
     buffer destroy waits for that wait: on lavapipe a read-ahead buffer freed after a 2 ms timeout
     held the caller up to 0.94 s.  So the public backend hands the destroy to its waiter, behind
     the map: the map still resolves (a destroy under it would reject it)."""
-    from .conftest import open_device
-
     dev = open_device(api="public")
     try:
         slow, a = slow_plan(dev, 0.3)

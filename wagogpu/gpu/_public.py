@@ -54,8 +54,9 @@ def _drop(obj: Any) -> None:
     """Dropping the device's reference is the release: wgpu-py frees the object when it is collected."""
 
 
-_RELEASE: dict[NativeKind, Callable[[Any], None]] = {kind: _drop for kind in NativeKind}
-_RELEASE.update({NativeKind.BUFFER: _destroy, NativeKind.QUERY_SET: _destroy})
+#: Every kind but BUFFER, which each backend releases through its waiter (PublicBackend._release_buffer).
+_RELEASE: dict[NativeKind, Callable[[Any], None]] = {kind: _drop for kind in NativeKind if kind is not NativeKind.BUFFER}
+_RELEASE[NativeKind.QUERY_SET] = _destroy
 
 
 def _message(exc: BaseException) -> str:
