@@ -174,11 +174,10 @@ class BufferOperation(TransferCounters):
         defaults costs several microseconds per import, and so does copying a dict of them; every
         default is immutable and lives on the class, so the record holds only what was set."""
         op = object.__new__(cls)
-        d = op.__dict__
-        d["import_name"] = import_name
-        d["instance"] = instance
-        d["count"] = count
-        d["kernel_id"] = kernel_id
+        op.import_name = import_name  # (attribute by attribute: see host/calls.py's _stage_times)
+        op.instance = instance
+        op.count = count
+        op.kernel_id = kernel_id
         return op
 
 

@@ -79,7 +79,7 @@ class Dispatcher:
         if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
         if steady is not None:
-            took = steady.take(inst, count)
+            took = steady.take(inst, count, res.tuning.readahead_max_bytes, res.profile_stages)
             if took is not None:
                 if pipelined:
                     return self._steady_enqueue(inst, steady, took, deadline, op)
@@ -96,6 +96,27 @@ class Dispatcher:
         if status:
             return self.unwind(tx, refused_or_fallback(status, res.quarantine_reason))
         return self._enqueue(tx) if pipelined else self._submit(tx)
+
+    def repeat(self, inst: InstanceBuffers, steady: SteadyPlan, deadline: float,
+               op: BufferOperation) -> DispatchResult | None:
+        """run() for a caller that holds the binding set's current steady plan (steady_plan()) and
+        dispatches its count again, waited: the same checks and sequence without the plan
+        lookup. None, with nothing taken, in any state but the steady one with nothing pending:
+        run() decides then."""
+        res = self.res
+        if self.pipelined or res.pending.dispatches or not res.usable:
+            return None
+        took = steady.take(inst, steady.count, res.tuning.readahead_max_bytes, res.profile_stages)
+        if took is None:
+            return None
+        return self._steady(inst, steady, took, deadline, op)
+
+    def steady_plan(self, inst: InstanceBuffers, plan: DispatchPlan) -> SteadyPlan | None:
+        """The steady plan run() keeps for plan under the instance's current binding set, if made."""
+        known = inst.steady_plans.get(id(plan))
+        if known is None or known[0] is not plan or known[1] != inst.bindings_epoch:
+            return None
+        return known[2]
 
     def _execute_plan(self, tx: Transaction) -> ExecutePlan:
         d = tx.inst.device
@@ -178,25 +199,28 @@ class Dispatcher:
         and _publish do for a transaction that seeds nothing and writes no parameters, in the same
         order and with the same ways back."""
         res = self.res
-        uniform = inst.device.uniform
-        assert uniform is not None  # take() saw it
-        execute = steady.execute_plan(uniform, took, res.tuning.readahead_max_bytes, res.profile_stages)
         clock = time.perf_counter
         now = clock()
         if now >= deadline:
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
-        dev = res.live
+        execute, scratch, uploads, transient = took
+        dev = res.device
+        assert dev is not None  # (run() found the residency usable)
         op.hardware_submitted = not dev.info.is_software
         try:
             result = dev.execute(execute, deadline - now)  # (> 0: checked just above)
         except DeviceFailure as exc:
             return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
-        scratch, uploads, transient = took
         if uploads:
             inst.release(transient)  # the payloads are on the device now
-            took = (scratch, uploads, 0)
+            took = (execute, scratch, uploads, 0)
             self._uploaded(op, uploads)
-        self._timed(op, result)
+        op.upload += result.upload_s  # (_timed, inline)
+        op.device_copy += result.seed_s
+        op.compute += result.compute_s
+        if result.device_compute_s is not None:
+            op.timestamps_valid = True
+            op.device_compute = result.device_compute_s
         op.confirmed = True
         if clock() >= deadline:  # (nothing was written in place: nothing to restore)
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
@@ -212,9 +236,7 @@ class Dispatcher:
         when recorded, queue the outputs as unconfirmed), in the same order and with the same
         ways back."""
         res = self.res
-        uniform = inst.device.uniform
-        assert uniform is not None  # take() saw it
-        execute = steady.execute_plan(uniform, took, res.tuning.readahead_max_bytes, res.profile_stages)
+        execute, scratch, uploads, transient = took
         now = time.perf_counter()
         if now >= deadline:
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
@@ -224,7 +246,6 @@ class Dispatcher:
             if res.pending:
                 res.pending.lose(f"recording a pipelined dispatch failed at {exc.stage}: {exc.message}")
             return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
-        scratch, uploads, transient = took
         inst.release(transient)  # the payloads were copied when recorded
         if uploads:
             self._uploaded(op, uploads)
@@ -238,8 +259,9 @@ class Dispatcher:
         """A steady dispatch's outputs committed from their scratch (timed in profile mode only)."""
         profile = self.res.profile_stages
         t0 = time.perf_counter() if profile else 0.0
-        for (_slot, buf, size), out in zip(steady.outputs, scratch):
-            self._commit_output(inst, buf, out[0], size, readahead)
+        commit = self._commit_output
+        for buf, size, out in zip(steady.written, steady.sizes, scratch):
+            commit(inst, buf, out[0], size, readahead)
         if profile:
             op.commit += time.perf_counter() - t0
 
@@ -319,11 +341,12 @@ class Dispatcher:
     def _commit_output(self, inst: InstanceBuffers, buf: Buffer, written: BufferHandle, size: int,
                        readahead: Sequence[BufferHandle]) -> None:
         """One output switches to the scratch the kernel wrote; its old copy becomes idle scratch."""
-        if buf.gpu is not None:
-            give_back_scratch(inst, (buf.gpu, size))
-            inst.gpu_charge -= size
+        old = buf.gpu
+        if old is not None:
+            give_back_scratch(inst, (old, size))
+        else:
+            inst.gpu_charge += size
         buf.gpu = written
-        inst.gpu_charge += size
         self._committed(inst, buf, written, readahead)
 
     def _committed(self, inst: InstanceBuffers, buf: Buffer, written: BufferHandle,

@@ -42,18 +42,21 @@ _FIRST = itemgetter(0)
 #: CPU copy when that is current and nothing is lost.
 _RESIDENT_MASK = acc.GPU_CURRENT | acc.LOST
 _UPLOADABLE_MASK = acc.CPU_CURRENT | acc.LOST
+_GPU_CURRENT, _CPU_CURRENT, _LOST = acc.GPU_CURRENT, acc.CPU_CURRENT, acc.LOST  # (globals: read on every dispatch)
 #: Execute plans kept per steady plan: the two phases of a resident loop's output swap.
 MAX_PHASES = 2
-#: What a steady dispatch took: an output scratch per output, the uploads from the CPU copies and
-#: the bytes charged for them until the device has them (a tuple: made on every dispatch).
-Taken = tuple[list[Scratch], "list[Upload] | tuple[()]", int]
+#: What a steady dispatch took: its ExecutePlan, an output scratch per output, the uploads from the
+#: CPU copies and the bytes charged for them until the device has them (a tuple: made on every
+#: dispatch).
+Taken = tuple[ExecutePlan, list[Scratch], "list[Upload] | tuple[()]", int]
 _NO_UPLOADS: tuple[()] = ()
 
 
 class SteadyPlan:
     """One kernel's binding set, resolved once (see the module docstring)."""
 
-    __slots__ = ("plan", "bound", "count", "grid", "inputs", "outputs", "written", "written_bytes", "order", "phases")
+    __slots__ = ("plan", "bound", "count", "grid", "inputs", "outputs", "written", "sizes", "written_bytes", "order",
+                 "phases")
 
     def __init__(self, plan: DispatchPlan, bound: dict[int, Buffer]) -> None:
         write = plan.write_slots
@@ -63,6 +66,7 @@ class SteadyPlan:
         self.inputs = tuple(bound[s] for s in used if s not in write)
         self.outputs = tuple((s, bound[s], bound[s].gpu_bytes) for s in used if s in write)
         self.written = tuple(buf for _s, buf, _n in self.outputs)  # what a pipelined dispatch leaves unconfirmed
+        self.sizes = tuple(n for _s, _b, n in self.outputs)
         self.written_bytes = sum(n for _s, _b, n in self.outputs)
         # Binding order as positions in [inputs..., outputs...]; None when that already is it.
         flat = [s for s in used if s not in write] + [s for s in used if s in write]
@@ -77,17 +81,19 @@ class SteadyPlan:
         self.grid = workgroup_grid(self.count) if served else (0, 0)
         self.phases: list[ExecutePlan] = []
 
-    def take(self, inst: InstanceBuffers, count: int) -> Taken | None:
+    def take(self, inst: InstanceBuffers, count: int, readahead_max: int, profile: bool) -> Taken | None:
         """What this dispatch needs in the steady state, taken (as plan_slots and
         set_up_small_buffers would find it: inputs resident, or current on the CPU over a device
         copy and not prestaged, so uploaded from the CPU copy; outputs replaced whole and neither
         lost nor parked; the parameter block holding count; the uploads' bytes fitting the budgets
-        without evicting anything): an idle scratch per output and the uploads' charge. None
-        (nothing taken or charged) when it is not in that state."""
+        without evicting anything): an idle scratch per output, the uploads' charge and the
+        ExecutePlan for them (execute_plan). None (nothing taken or charged) when it is not in
+        that state. (One frame for the whole step: it runs on every steady dispatch.)"""
         if count != self.count:
             return None
         d = inst.device
-        if d.uniform is None or d.uniform_count != count or d.uniform_budget != self.plan.loop_budget:
+        uniform = d.uniform
+        if uniform is None or d.uniform_count != count or d.uniform_budget != self.plan.loop_budget:
             return None
         uploads: list[Upload] | None = None
         transient = 0
@@ -95,9 +101,9 @@ class SteadyPlan:
             rec = buf.record
             flags = rec.words[FLAGS_WORD]
             gpu = buf.gpu
-            if flags & _RESIDENT_MASK == acc.GPU_CURRENT and gpu is not None:
+            if flags & _RESIDENT_MASK == _GPU_CURRENT and gpu is not None:
                 continue
-            if flags & _UPLOADABLE_MASK != acc.CPU_CURRENT or gpu is None or buf.stage is not None:
+            if flags & _UPLOADABLE_MASK != _CPU_CURRENT or gpu is None or buf.stage is not None:
                 return None  # (lost, never on the device, or prestaged: plan_slots decides)
             start, end = rec.dirty() or (0, buf.length)
             words = stored_to_words(inst.cpu_range(buf, start, end), buf.stored_bytes)
@@ -105,14 +111,14 @@ class SteadyPlan:
                 uploads = []
             uploads.append(Upload(buf, gpu, start, end, words))
             transient += words.nbytes
-        for _slot, buf, _size in self.outputs:
-            if buf.parked is not None or buf.record.words[FLAGS_WORD] & acc.LOST:
+        for buf in self.written:
+            if buf.parked is not None or buf.record.words[FLAGS_WORD] & _LOST:
                 return None  # (a parked output may be written in place: plan_slots decides)
         if transient and not inst.fits(transient):
             return None  # (a charge that evicts: plan_slots makes it, in its order)
         idle = d.idle_outputs
         taken: list[Scratch] = []
-        for _slot, _buf, size in self.outputs:
+        for size in self.sizes:
             scratch = d.take_idle_output(size)
             if scratch is None:
                 idle.extend(taken)
@@ -120,20 +126,20 @@ class SteadyPlan:
             taken.append(scratch)
         if transient:
             inst.reserve(transient)  # (it fits: nothing is evicted)
-        return taken, uploads or _NO_UPLOADS, transient
+        return self.execute_plan(uniform, taken, uploads, readahead_max, profile), taken, uploads or _NO_UPLOADS, transient
 
-    def execute_plan(self, uniform: BufferHandle, took: Taken, readahead_max: int, profile: bool) -> ExecutePlan:
+    def execute_plan(self, uniform: BufferHandle, taken: list[Scratch], took_uploads: list[Upload] | None,
+                     readahead_max: int, profile: bool) -> ExecutePlan:
         """The ExecutePlan of this dispatch: without uploads, one handed the device before for
         exactly these handles (storage, parameter block, read-ahead), or a new one, kept; with
         uploads (fresh views of the CPU copies) a new one."""
         # (Plain loops and C-level maps: a comprehension is a frame of its own on every dispatch.)
-        taken, took_uploads, _transient = took
         storage: list[BufferHandle] = list(map(_GPU, self.inputs))  # (take() saw every one)
         storage += map(_FIRST, taken)
         if self.order is not None:
             storage = list(map(storage.__getitem__, self.order))
         readahead = []
-        for (_s, buf, _n), scratch in zip(self.outputs, taken):
+        for buf, scratch in zip(self.written, taken):
             if buf.readahead_hint and scratch[1] <= readahead_max:
                 readahead.append(scratch[0])
         if took_uploads:
@@ -154,7 +160,7 @@ class SteadyPlan:
     def transaction(self, inst: InstanceBuffers, deadline: float, op: BufferOperation, took: Taken) -> Transaction:
         """The Transaction the plan phase would have made, for the ways back (unwind, fail);
         ``took``'s charge as it stands now (the dispatcher gives it back once the device has it)."""
-        scratch, uploads, transient = took
+        _execute, scratch, uploads, transient = took
         tx = Transaction(inst, self.plan, self.bound, self.count, deadline, op)
         tx.acquired = scratch
         tx.outputs = {slot: s for (slot, _b, _n), s in zip(self.outputs, scratch)}

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ..abi import accessor as acc
 from ..abi.table import ElementType, Status
-from ..buffers import Buffer, DispatchEnd, DispatchPlan
+from ..buffers import Buffer, DispatchEnd, DispatchPlan, DispatchResult
+from ..buffers.steady import SteadyPlan
 from ..buffers.records import FLAGS_WORD
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
@@ -49,11 +50,14 @@ class BindingSet:
     Element types and lengths are fixed for a buffer's life, so nothing else could change their
     answer."""
 
-    __slots__ = ("checked", "epoch", "limit", "max_elements")
+    __slots__ = ("checked", "epoch", "limit", "max_elements", "steady")
 
     def __init__(self, checked: Checked, epoch: int, max_elements: int) -> None:
         self.checked = checked
         self.epoch = epoch
+        # The dispatcher's steady plan for this set once a dispatch of its count went to the GPU
+        # by the threshold rule and published: that count repeats through DispatchImport._repeat.
+        self.steady: SteadyPlan | None = None
         # The largest count step 4.4 passes for (no bound buffer is shorter) and step 5 did, with
         # the config it was checked under (the host may replace its config: asked again then).
         self.limit = min([max_elements, *(buf.length for buf in checked[1].values())])
@@ -97,6 +101,11 @@ class DispatchImport(ImportGroup):
         kernel_id &= U32
         count &= U32
         call = self._enter(count, kernel_id)
+        known = self._bindings.get(kernel_id)
+        if known is not None and known.steady is not None and count == known.steady.count:
+            status = self._repeat(call, known)
+            if status >= 0:
+                return status
         checked = self._validate(call, kernel_id, count)
         if isinstance(checked, int):
             return checked
@@ -123,12 +132,53 @@ class DispatchImport(ImportGroup):
             result = ctx.dispatcher.run(self.buffers, dispatch_plan, bound, count, call.deadline, call.op, span)
             if result.end is _PUBLISHED:
                 # (before the record closes: its stage times stand until then)
-                if entry.measured and (not alone or self._ran_alone(call)):
-                    observe(ctx, self.module, entry.kernel.id, _GPU, count, call.op, sample_from)
+                if entry.measured:
+                    if not alone or self._ran_alone(call):
+                        observe(ctx, self.module, entry.kernel.id, _GPU, count, call.op, sample_from)
+                elif entry.gpu_ready and count >= entry.min_elements and not ctx.dispatcher.pipelined:
+                    self._keep_steady(kernel_id, dispatch_plan, count)
                 return self._finish(call, _OK, outcome=_OUTCOME_GPU)
-            if result.end is _REFUSED:
-                return self._finish(call, result.status)
-            reason_code, reason = result.reason_code, result.reason
+            return self._not_published(call, entry, bound, count, result)
+        return self._on_cpu(call, entry, bound, count, reason_code, reason)
+
+    def _keep_steady(self, kernel_id: int, dispatch_plan: DispatchPlan, count: int) -> None:
+        """After a threshold-routed GPU dispatch published: its binding set repeats from now on if
+        the dispatcher holds a steady plan for it and this count is the plan's."""
+        steady = self.ctx.dispatcher.steady_plan(self.buffers, dispatch_plan)
+        known = self._bindings.get(kernel_id)
+        if steady is not None and steady.count == count and known is not None \
+                and known.epoch == self.buffers.bindings_epoch:
+            known.steady = steady
+
+    def _repeat(self, call: ImportCall, known: BindingSet) -> int:
+        """A dispatch of a binding set's steady count again (BindingSet.steady): what dispatch()
+        would find in steps 1-8 (the bindings checked, a count above zero, the threshold rule
+        sending it to the GPU) asked in that order from what they depend on, then the
+        dispatcher's repeat. -1, with nothing recorded or taken, where the state is any other:
+        dispatch() asks everything then."""
+        ctx = self.ctx
+        buffers = self.buffers
+        if ctx.stopped or buffers.closed or known.epoch != buffers.bindings_epoch \
+                or known.max_elements != ctx.config.max_elements or time.perf_counter() >= call.deadline:
+            return -1
+        result = ctx.dispatcher.repeat(buffers, known.steady, call.deadline, call.op)  # type: ignore[arg-type]
+        if result is None:
+            return -1
+        if result.end is _PUBLISHED:
+            return self._finish(call, _OK, outcome=_OUTCOME_GPU)
+        entry, bound = known.checked
+        return self._not_published(call, entry, bound, known.steady.count, result)  # type: ignore[union-attr]
+
+    def _not_published(self, call: ImportCall, entry: KernelEntry, bound: dict[int, Buffer], count: int,
+                       result: DispatchResult) -> int:
+        """The GPU attempt refused (its status) or fell back (the CPU's turn, with its reason)."""
+        if result.end is _REFUSED:
+            return self._finish(call, result.status)
+        return self._on_cpu(call, entry, bound, count, result.reason_code, result.reason)
+
+    def _on_cpu(self, call: ImportCall, entry: KernelEntry, bound: dict[int, Buffer], count: int,
+                reason_code: ReasonCode, reason: str) -> int:
+        """A dispatch the GPU does not run: a CPU kernel where there is one, else the guest's runner."""
         if self.scope.cpu_kernels is not None and reason_code not in KERNEL_ERRORS:
             return self._cpu_kernel(call, entry, bound, count, reason_code, reason)
         return self._fall_back(call, entry.kernel, bound, reason_code, reason)
