@@ -100,15 +100,18 @@ class Dispatcher:
     def repeat(self, inst: InstanceBuffers, steady: SteadyPlan, deadline: float,
                op: BufferOperation) -> DispatchResult | None:
         """run() for a caller that holds the binding set's current steady plan (steady_plan()) and
-        dispatches its count again, waited: the same checks and sequence without the plan
-        lookup. None, with nothing taken, in any state but the steady one with nothing pending:
-        run() decides then."""
+        dispatches its count again: the same checks and sequence without the plan lookup. None,
+        with nothing taken, in any state but the steady one with no pending work to settle first
+        (waited: none pending; pipelined: no bound reached): run() decides then."""
         res = self.res
-        if self.pipelined or res.pending.dispatches or not res.usable:
+        pending = res.pending
+        if pending.dispatches and (not self.pipelined or pending.due(steady.written_bytes)) or not res.usable:
             return None
         took = steady.take(inst, steady.count, res.tuning.readahead_max_bytes, res.profile_stages)
         if took is None:
             return None
+        if self.pipelined:  # (a steady plan's kernel never raises the error word: run() pipelines it)
+            return self._steady_enqueue(inst, steady, took, deadline, op)
         return self._steady(inst, steady, took, deadline, op)
 
     def steady_plan(self, inst: InstanceBuffers, plan: DispatchPlan) -> SteadyPlan | None:

@@ -135,7 +135,7 @@ class DispatchImport(ImportGroup):
                 if entry.measured:
                     if not alone or self._ran_alone(call):
                         observe(ctx, self.module, entry.kernel.id, _GPU, count, call.op, sample_from)
-                elif entry.gpu_ready and count >= entry.min_elements and not ctx.dispatcher.pipelined:
+                elif entry.gpu_ready and count >= entry.min_elements:
                     self._keep_steady(kernel_id, dispatch_plan, count)
                 return self._finish(call, _OK, outcome=_OUTCOME_GPU)
             return self._not_published(call, entry, bound, count, result)
