@@ -218,9 +218,10 @@ class Dispatcher:
             inst.release(transient)  # the payloads are on the device now
             took = (execute, scratch, uploads, 0)
             self._uploaded(op, uploads)
-        op.upload += result.upload_s  # (_timed, inline)
-        op.device_copy += result.seed_s
-        op.compute += result.compute_s
+        if res.stage_times:  # (_timed, inline)
+            op.upload += result.upload_s
+            op.device_copy += result.seed_s
+            op.compute += result.compute_s
         if result.device_compute_s is not None:
             op.timestamps_valid = True
             op.device_compute = result.device_compute_s
@@ -285,9 +286,10 @@ class Dispatcher:
             self._timed(op, result)
 
     def _timed(self, op: BufferOperation, result: ExecuteResult) -> None:
-        op.upload += result.upload_s
-        op.device_copy += result.seed_s
-        op.compute += result.compute_s
+        if self.res.stage_times:
+            op.upload += result.upload_s
+            op.device_copy += result.seed_s
+            op.compute += result.compute_s
         if result.device_compute_s is not None:
             op.timestamps_valid = True
             op.device_compute = result.device_compute_s

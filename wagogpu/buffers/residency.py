@@ -43,10 +43,14 @@ class Residency:
     """The device, the quarantine latch and the moves of buffer contents for one host."""
 
     def __init__(self, device: GpuDevice | None, budget: RuntimeBudget, profile_stages: bool,
-                 tuning: TransferTuning | None = None, pipeline: PipelineTuning | None = None):
+                 tuning: TransferTuning | None = None, pipeline: PipelineTuning | None = None,
+                 stage_times: bool | None = None):
         self.device = device
         self.budget = budget
         self.profile_stages = profile_stages
+        # Whether the records' stage durations are written: in profile mode, and where measured
+        # placement reads them before the record closes (else the record would drop them).
+        self.stage_times = profile_stages if stage_times is None else stage_times
         self.tuning = ResolvedTuning.resolve(tuning or TransferTuning(), device)
         self.latch = QuarantineLatch()
         self._totals_complete = True
@@ -319,7 +323,7 @@ class Residency:
             buf.record.mark_cpu_current()
         buf.readahead_hint = True
         buf.readahead_sent = False
-        if op is not None:
+        if op is not None and self.stage_times:
             op.download += t1 - t0
             op.conversion += time.perf_counter() - t1
         counters.logical_download_bytes += buf.nbytes

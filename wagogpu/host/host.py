@@ -23,6 +23,7 @@ from .context import RuntimeContext
 from .cputhreads import SHARED_PAGES, threaded
 from .engine import compile_in_background, first_line, new_engine
 from .guest_limits import TICKER
+from .placement import MEASURED
 from .instance import Instance, next_id
 from .module import Module, build_module
 from .source import Source
@@ -105,7 +106,8 @@ class Host:
         accessor = compile_in_background(engine, accessor_wat(shared))  # while the device opens
         device, reason, seconds = open_device(config, tuning.device)
         budget = RuntimeBudget(config.max_runtime_buffer_bytes)
-        residency = Residency(device, budget, config.profile_stages, tuning.transfer, tuning.pipeline)
+        residency = Residency(device, budget, config.profile_stages, tuning.transfer, tuning.pipeline,
+                              stage_times=config.profile_stages or config.placement == MEASURED)
         self.context = RuntimeContext(config, engine, accessor(), budget, residency, reason, seconds)
         if config.call_timeout is not None:
             TICKER.watch(engine)  # (unwatched by close)
