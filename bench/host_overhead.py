@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from bench.buffer_bench import kernel_configs
+from bench.bytecodes import count_bytecodes
 from bench.common import CallTimer, emit, environment
 from examples.progress import Progress
 from bench.work_guest import KERNEL_IDS, input_values, reference, wat
@@ -62,7 +63,7 @@ def host_only(inst, k: int, n: int) -> dict[str, float | bool]:
         figures = {"host_only_resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
                    "host_only_round_trip_us": median_us(lambda: inst.call("sample", k, n)),
                    **import_budget(inst, k, n), **round_trip_budget(inst, k, n), **resident_layers(inst, k, n),
-                   "import_floor_us": import_floor()}
+                   **bytecodes(inst, k, n), "import_floor_us": import_floor()}
     finally:
         del dev.execute, dev.read  # the class's methods again
     from bench.python_floor import floor_figures  # (it borrows median_us from here)
@@ -71,7 +72,19 @@ def host_only(inst, k: int, n: int) -> dict[str, float | bool]:
     for name in ("round_trip", "resident_dispatch"):
         figures[f"host_only_over_python_floor_{name}"] = \
             figures[f"host_only_{name}_us"] / figures[f"python_floor_{name}_us"]
+        figures[f"bytecodes_over_python_floor_{name}"] = \
+            figures[f"bytecodes_{name}"] / figures[f"bytecodes_python_floor_{name}"]
     return figures
+
+
+def bytecodes(inst, k: int, n: int) -> dict[str, int]:
+    """The package's bytecodes per call (device stubbed, each call in the state its timing above
+    left it): the load-free companion of the host-only timings."""
+    c = inst.call
+    return {f"bytecodes_{name}": count_bytecodes(fn, ("wagogpu/",)).opcodes for name, fn in (
+        ("resident_dispatch", lambda: c("dispatch", k, n)), ("round_trip", lambda: c("sample", k, n)),
+        ("set_1024", lambda: c("upload", n)), ("copy_back_cpu_current_1024", lambda: c("download", n, 8 * n)),
+        ("noop_dispatch", lambda: c("dispatch", k, 0)))}
 
 
 def round_trip_budget(inst, k: int, n: int) -> dict[str, float]:

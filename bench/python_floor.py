@@ -25,6 +25,7 @@ from functools import partial
 import numpy as np
 import wasmtime
 
+from bench.bytecodes import count_bytecodes
 from bench.common import emit, environment
 from bench.host_overhead import median_us
 from wagogpu import Config, Host
@@ -191,6 +192,9 @@ def floor_figures(n: int = 1024, kernel_id: int = 0) -> dict[str, float | bool]:
             "python_floor_resident_dispatch_us": median_us(lambda: inst.call("dispatch", kernel_id, n)),
             "python_floor_set_us": median_us(lambda: inst.call("upload", n)),
         }
+        for name, fn in (("round_trip", lambda: inst.call("sample", kernel_id, n)),
+                         ("resident_dispatch", lambda: inst.call("dispatch", kernel_id, n))):
+            figures[f"bytecodes_python_floor_{name}"] = count_bytecodes(fn, ("bench/python_floor", "wagogpu/")).opcodes
         view = inst.memory_view().view(np.uint32)
         figures["python_floor_checked"] = bool(
             np.array_equal(floor.buffers[_IN].cpu, x) and np.array_equal(view[2 * n:3 * n], x ^ 0x5A5A5A5A)

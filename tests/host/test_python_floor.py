@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.bytecodes import count_bytecodes
 from bench.python_floor import _IN, _OUT, FloorHost, floor_figures
 from wagogpu.abi.table import Status
 
@@ -34,3 +35,22 @@ def test_the_floor_answers_the_spec_statuses_in_order() -> None:
     assert floor.calls == {"setBuffer32": 4, "copyBuffer32": 3, "dispatch": 3}
     floor.closed = True
     assert floor.dispatch(3, 16) == Status.INVALID_STATE
+
+
+def _sum_to(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def test_bytecode_counts_are_exact_and_cover_only_the_named_files() -> None:
+    here = (__file__,)
+    ten, twenty = (count_bytecodes(lambda n=n: _sum_to(n), here) for n in (10, 20))
+    assert ten == count_bytecodes(lambda: _sum_to(10), here)  # the same call, the same count
+    assert twenty.opcodes > ten.opcodes and ten.frames == twenty.frames == 2  # the lambda and _sum_to
+    per_pass = (twenty.opcodes - ten.opcodes) / 10
+    assert per_pass == int(per_pass) and per_pass >= 3  # each loop pass adds the same opcodes
+    assert count_bytecodes(lambda: _sum_to(10), ("no such file",)).opcodes == 0
+    floor = FloorHost(4, kernel_id=0)
+    assert count_bytecodes(lambda: floor.dispatch(1, 4), ("bench/python_floor",)).frames == 2  # dispatch, _record
