@@ -100,7 +100,7 @@ def test_the_repeat_route_answers_what_the_general_path_answers(monkeypatch, see
     with_route = play(g, handles, seed)
     g.host.close()
     assert sum(seen) >= 20  # the route really ran dispatches
-    monkeypatch.setattr(DispatchImport, "_repeat", lambda self, call, known: -1)
+    monkeypatch.setattr(DispatchImport, "_repeat", lambda self, call, known, steady: -1)
     g, handles = guest(pipelined=pipelined)
     without = play(g, handles, seed)
     g.host.close()

@@ -103,7 +103,7 @@ class DispatchImport(ImportGroup):
         call = self._enter(count, kernel_id)
         known = self._bindings.get(kernel_id)
         if known is not None and known.steady is not None and count == known.steady.count:
-            status = self._repeat(call, known)
+            status = self._repeat(call, known, known.steady)
             if status >= 0:
                 return status
         checked = self._validate(call, kernel_id, count)
@@ -150,7 +150,7 @@ class DispatchImport(ImportGroup):
                 and known.epoch == self.buffers.bindings_epoch:
             known.steady = steady
 
-    def _repeat(self, call: ImportCall, known: BindingSet) -> int:
+    def _repeat(self, call: ImportCall, known: BindingSet, steady: SteadyPlan) -> int:
         """A dispatch of a binding set's steady count again (BindingSet.steady): what dispatch()
         would find in steps 1-8 (the bindings checked, a count above zero, the threshold rule
         sending it to the GPU) asked in that order from what they depend on, then the
@@ -161,13 +161,13 @@ class DispatchImport(ImportGroup):
         if ctx.stopped or buffers.closed or known.epoch != buffers.bindings_epoch \
                 or known.max_elements != ctx.config.max_elements or time.perf_counter() >= call.deadline:
             return -1
-        result = ctx.dispatcher.repeat(buffers, known.steady, call.deadline, call.op)  # type: ignore[arg-type]
+        result = ctx.dispatcher.repeat(buffers, steady, call.deadline, call.op)
         if result is None:
             return -1
         if result.end is _PUBLISHED:
             return self._finish(call, _OK, outcome=_OUTCOME_GPU)
         entry, bound = known.checked
-        return self._not_published(call, entry, bound, known.steady.count, result)  # type: ignore[union-attr]
+        return self._not_published(call, entry, bound, steady.count, result)
 
     def _not_published(self, call: ImportCall, entry: KernelEntry, bound: dict[int, Buffer], count: int,
                        result: DispatchResult) -> int:
