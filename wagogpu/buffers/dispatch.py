@@ -218,13 +218,7 @@ class Dispatcher:
             inst.release(transient)  # the payloads are on the device now
             took = (execute, scratch, uploads, 0)
             self._uploaded(op, uploads)
-        if res.stage_times:  # (_timed, inline)
-            op.upload += result.upload_s
-            op.device_copy += result.seed_s
-            op.compute += result.compute_s
-        if result.device_compute_s is not None:
-            op.timestamps_valid = True
-            op.device_compute = result.device_compute_s
+        self._timed(op, result)
         op.confirmed = True
         if clock() >= deadline:  # (nothing was written in place: nothing to restore)
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)

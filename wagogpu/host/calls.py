@@ -8,8 +8,8 @@ the status, and _finish records every call, whatever its status.
 from __future__ import annotations
 
 import time
-from operator import attrgetter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable
 
 import wasmtime

@@ -154,12 +154,13 @@ class DispatchImport(ImportGroup):
         """A dispatch of a binding set's steady count again (BindingSet.steady): what dispatch()
         would find in steps 1-8 (the bindings checked, a count above zero, the threshold rule
         sending it to the GPU) asked in that order from what they depend on, then the
-        dispatcher's repeat. -1, with nothing recorded or taken, where the state is any other:
+        dispatcher's repeat (whose steady sequence answers CANCELLED past the deadline, as
+        dispatch() would). -1, with nothing recorded or taken, where the state is any other:
         dispatch() asks everything then."""
         ctx = self.ctx
         buffers = self.buffers
         if ctx.stopped or buffers.closed or known.epoch != buffers.bindings_epoch \
-                or known.max_elements != ctx.config.max_elements or time.perf_counter() >= call.deadline:
+                or known.max_elements != ctx.config.max_elements:
             return -1
         result = ctx.dispatcher.repeat(buffers, steady, call.deadline, call.op)
         if result is None:

@@ -23,9 +23,9 @@ from .context import RuntimeContext
 from .cputhreads import SHARED_PAGES, threaded
 from .engine import compile_in_background, first_line, new_engine
 from .guest_limits import TICKER
-from .placement import MEASURED
 from .instance import Instance, next_id
 from .module import Module, build_module
+from .placement import MEASURED
 from .source import Source
 from .snapshot import buffer_snapshot, legacy_snapshot, runtime_state, settle_pending
 
