@@ -67,6 +67,22 @@ def test_every_numeric_kind_crosses_both_ways(guest) -> None:
     assert call("none")() is None
 
 
+def test_arguments_struct_refuses_take_the_checked_way(guest) -> None:
+    """Arguments the one-call pack refuses (unsigned spellings, an f32 too large, bad values) are
+    written one by one, with the same answers and errors as before the pack."""
+    call, seen = guest
+    assert call("mix")(0xFFFFFFFF, 2 ** 64 - 1, 1e300, 0.5) == [-2, math.inf]
+    assert seen["mix"] == (-1, -1, math.inf, 0.5)
+    assert call("mix")(True, 3, 2, 1) == [6, 3.0]  # ints for floats and a bool for an int, as C takes them
+    with pytest.raises(ValueError, match="argument 1 .i32. is 4294967296, outside"):
+        call("echo32")(2 ** 32)
+    with pytest.raises(TypeError, match="argument 1 .i32. must be an integer, got float"):
+        call("echo32")(1.0)
+    with pytest.raises(TypeError, match="argument 3 .f32. must be a number, got str"):
+        call("mix")(1, 2, "x", 4.0)
+    assert call("echo32")(-5) == -5  # and the next call's pack is not left half written
+
+
 def test_argument_count_is_checked(guest) -> None:
     call, _ = guest
     with pytest.raises(TypeError, match="expected 1 arguments, got 2"):

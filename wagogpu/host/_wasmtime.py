@@ -133,10 +133,11 @@ def _as_ctypes(ptr: Raw, ctype: Raw) -> Raw:
 
 
 class FastCall:
-    """Calls one exported function through the unchecked entry point; not re-entrant (its raw
-    slots are reused per call). Signatures with non-numeric values use the public call."""
+    """Calls one exported function of a numeric signature through the unchecked entry point; not
+    re-entrant (its raw slots are reused per call). export_call gives other signatures the public
+    call."""
 
-    __slots__ = ("_func", "_store", "_public", "_n", "_m", "_width", "_slots", "_ctx", "_fptr", "_trap",
+    __slots__ = ("_func", "_store", "_n", "_m", "_width", "_slots", "_ctx", "_fptr", "_trap", "_pack", "_raw",
                  "_writes", "_reads", "_name", "_kinds")
 
     def __init__(self, func: wasmtime.Func, store: wasmtime.Store, name: str = ""):
@@ -146,10 +147,14 @@ class FastCall:
         ftype = func.type(store)
         names = self._kinds = [str(t) for t in ftype.params]
         result_names = [str(t) for t in ftype.results]
-        self._public = None if _numeric(names + result_names) else PublicCall(func, store, name)
         self._n, self._m = len(names), len(result_names)
         self._width = max(1, self._n, self._m)
         self._slots = _ffi.new("uint8_t[]", self._width * RAW_BYTES)
+        # Every argument in one C call when each is given in its signed spelling (struct refuses
+        # the rest: _write_each then takes them one by one, with the unsigned spellings and the
+        # errors).
+        self._pack = _raw_struct(names).pack_into
+        self._raw = _ffi.buffer(self._slots)
         stride = {kind: RAW_BYTES // _ffi.sizeof(ctype[:-2]) for kind, ctype in _READ.items()}
         # (typed view, index, mask, lowest, highest) per parameter; (typed view, index) per result.
         self._writes = [(_ffi.cast(_WRITE[n][0], self._slots), i * stride[n], _WRITE[n][1], *INT_RANGES.get(n, (0, 0)))
@@ -161,8 +166,23 @@ class FastCall:
         self._trap = _ffi.new("void **")
 
     def __call__(self, *args: Any) -> Any:
-        if self._public is not None:
-            return self._public(*args)
+        try:
+            self._pack(self._raw, 0, *args)
+        except (struct.error, OverflowError):  # (an unsigned spelling, a float too large for f32, a bad value)
+            self._write_each(args)
+        error = _call_unchecked(self._ctx, self._fptr, self._slots, self._width, self._trap)
+        if error or self._trap[0]:
+            self._raise(error)
+        if self._m == 1:
+            view, i = self._reads[0]
+            return view[i]
+        if self._m == 0:
+            return None
+        return [view[i] for view, i in self._reads]
+
+    def _write_each(self, args: tuple[Any, ...]) -> None:
+        """The arguments written one by one: integers of either spelling reduced to their bits,
+        floats as C converts them; a one-line TypeError or ValueError for any that does not fit."""
         if len(args) != self._n:
             raise TypeError(f"expected {self._n} arguments, got {len(args)}")
         try:
@@ -175,15 +195,6 @@ class FastCall:
                     raise OverflowError
         except (TypeError, OverflowError):
             raise argument_error(self._name, self._kinds, args) from None
-        error = _call_unchecked(self._ctx, self._fptr, self._slots, self._width, self._trap)
-        if error or self._trap[0]:
-            self._raise(error)
-        if self._m == 1:
-            view, i = self._reads[0]
-            return view[i]
-        if self._m == 0:
-            return None
-        return [view[i] for view, i in self._reads]
 
     def _raise(self, error: Raw) -> None:
         """A trap or error, raised the way wasmtime-py's Func.__call__ raises it (a Python exception
@@ -251,19 +262,20 @@ def _store_context(store: wasmtime.Store) -> Raw:
 
 
 class _HostFunc:
-    """What the trampoline needs for one host function, resolved once at definition."""
+    """What the trampoline needs for one host function, resolved once at definition: the raw slots'
+    width, an unpack of its parameters and a pack of its results (struct's, empty for none)."""
 
-    __slots__ = ("fn", "params", "results", "single", "access_caller", "handle", "result_kinds")
+    __slots__ = ("fn", "unpack", "pack", "width", "single", "access_caller", "handle", "result_kinds")
 
     def __init__(self, fn: Callable[..., Any], params: list[str], results: list[str], access_caller: bool) -> None:
         self.fn = fn
         self.result_kinds = results
-        self.params = _raw_struct(params) if params else None
-        self.results = _raw_struct(results) if results else None
+        self.unpack = _raw_struct(params).unpack_from
+        self.pack = _raw_struct(results).pack_into
+        self.width = RAW_BYTES * max(len(params), len(results))
         self.single = len(results) == 1
         self.access_caller = access_caller
         self.handle = _ffi.new_handle(self)
-
 
     def signed(self, values: Any) -> list[Any]:
         """Results with integers of either spelling as the signed value they mean; ValueError (one
@@ -286,20 +298,17 @@ def _trampoline(env: Raw, caller_ptr: Raw, slots: Raw, n: int) -> Raw:
     caller = None
     try:
         f: _HostFunc = _from_handle(env)
-        fmt = f.params
-        args = fmt.unpack_from(_buffer(slots, fmt.size)) if fmt is not None else ()
+        raw = _buffer(slots, f.width)
         if f.access_caller:
             caller = FastCaller(caller_ptr)
-            out = f.fn(caller, *args)
+            out = f.fn(caller, *f.unpack(raw))
         else:
-            out = f.fn(*args)
-        fmt = f.results
-        if fmt is not None:
-            values = (out,) if f.single else out
-            try:
-                fmt.pack_into(_buffer(slots, fmt.size), 0, *values)
-            except struct.error:  # an unsigned spelling (0xFFFFFFFF for -1), as calls accept, or a bad value
-                fmt.pack_into(_buffer(slots, fmt.size), 0, *f.signed(values))
+            out = f.fn(*f.unpack(raw))
+        values = (out,) if f.single else out if f.result_kinds else ()
+        try:
+            f.pack(raw, 0, *values)
+        except struct.error:  # an unsigned spelling (0xFFFFFFFF for -1), as calls accept, or a bad value
+            f.pack(raw, 0, *f.signed(values))
         return _NULL
     except BaseException as exc:  # noqa: BLE001 - relayed to the call that ran it (this thread's)
         relay(exc)
@@ -382,7 +391,9 @@ def export_call(func: wasmtime.Func, store: wasmtime.Store, name: str = "") -> C
     signature with a value Python cannot hold (v128) raises TypeError here."""
     ftype = func.type(store)
     refuse_unpassable(f"export {name!r}" if name else "export", value_kinds(ftype.params), value_kinds(ftype.results))
-    return FastCall(func, store, name) if FAST_PATH else PublicCall(func, store, name)
+    if FAST_PATH and _numeric(value_kinds(ftype.params) + value_kinds(ftype.results)):
+        return FastCall(func, store, name)
+    return PublicCall(func, store, name)
 
 
 def host_func(store: wasmtime.Store, ftype: wasmtime.FuncType, fn: Callable[..., Any],
