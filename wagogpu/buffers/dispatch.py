@@ -329,27 +329,22 @@ class Dispatcher:
             tx.reattach()  # stale from here on: the loop below lets them go
         bound, readahead = tx.bound, tx.readahead
         for slot, (written, size) in tx.outputs.items():
-            buf = bound[slot]
-            if slot in held_aside:  # (written in place: the committed copy already is the output)
-                self._committed(inst, buf, written, readahead)
-            else:
-                self._commit_output(inst, buf, written, size, readahead)
+            # (written in place: the committed copy already is the output)
+            self._commit_output(inst, bound[slot], written, size, readahead, slot in held_aside)
         if profile:
             tx.op.commit += time.perf_counter() - t0
 
     def _commit_output(self, inst: InstanceBuffers, buf: Buffer, written: BufferHandle, size: int,
-                       readahead: Sequence[BufferHandle]) -> None:
-        """One output switches to the scratch the kernel wrote; its old copy becomes idle scratch."""
-        old = buf.gpu
-        if old is not None:
-            give_back_scratch(inst, (old, size))
-        else:
-            inst.gpu_charge += size
-        buf.gpu = written
-        self._committed(inst, buf, written, readahead)
-
-    def _committed(self, inst: InstanceBuffers, buf: Buffer, written: BufferHandle,
-                   readahead: Sequence[BufferHandle]) -> None:
+                       readahead: Sequence[BufferHandle], in_place: bool = False) -> None:
+        """One output switches to the scratch the kernel wrote (its old copy becomes idle scratch),
+        or, written in place, keeps its device copy; either is its current version now."""
+        if not in_place:
+            old = buf.gpu
+            if old is not None:
+                give_back_scratch(inst, (old, size))
+            else:
+                inst.gpu_charge += size
+            buf.gpu = written
         if buf.parked is not None:
             self.res.unpark(inst, buf)
         if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking

@@ -118,18 +118,21 @@ class SteadyPlan:
             return None  # (a charge that evicts: plan_slots makes it, in its order)
         idle = d.idle_outputs
         taken: list[Scratch] = []
-        for size in self.sizes:
-            scratch = d.take_idle_output(size)
-            if scratch is None:
+        for size in self.sizes:  # (an idle scratch of each output's size: take_idle_output, inline)
+            for i, scratch in enumerate(idle):
+                if scratch[1] == size:
+                    taken.append(idle.pop(i))
+                    break
+            else:
                 idle.extend(taken)
                 return None
-            taken.append(scratch)
         if transient:
             inst.reserve(transient)  # (it fits: nothing is evicted)
-        return self.execute_plan(uniform, taken, uploads, readahead_max, profile), taken, uploads or _NO_UPLOADS, transient
+        return self._execute_plan(uniform, taken, uploads, readahead_max, profile), taken, uploads or _NO_UPLOADS, \
+            transient
 
-    def execute_plan(self, uniform: BufferHandle, taken: list[Scratch], took_uploads: list[Upload] | None,
-                     readahead_max: int, profile: bool) -> ExecutePlan:
+    def _execute_plan(self, uniform: BufferHandle, taken: list[Scratch], took_uploads: list[Upload] | None,
+                      readahead_max: int, profile: bool) -> ExecutePlan:
         """The ExecutePlan of this dispatch: without uploads, one handed the device before for
         exactly these handles (storage, parameter block, read-ahead), or a new one, kept; with
         uploads (fresh views of the CPU copies) a new one."""
