@@ -329,15 +329,15 @@ class Dispatcher:
             tx.reattach()  # stale from here on: the loop below lets them go
         bound, readahead = tx.bound, tx.readahead
         for slot, (written, size) in tx.outputs.items():
-            # (written in place: the committed copy already is the output)
-            self._commit_output(inst, bound[slot], written, size, readahead, slot in held_aside)
+            self._commit_output(inst, bound[slot], written, size, readahead, in_place=slot in held_aside)
         if profile:
             tx.op.commit += time.perf_counter() - t0
 
     def _commit_output(self, inst: InstanceBuffers, buf: Buffer, written: BufferHandle, size: int,
                        readahead: Sequence[BufferHandle], in_place: bool = False) -> None:
         """One output switches to the scratch the kernel wrote (its old copy becomes idle scratch),
-        or, written in place, keeps its device copy; either is its current version now."""
+        or, written in place (held aside), keeps its device copy, which already is the output;
+        either is its current version now."""
         if not in_place:
             old = buf.gpu
             if old is not None:

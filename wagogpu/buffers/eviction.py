@@ -67,10 +67,23 @@ class DeviceResources:
                 + self.small_bytes())
 
     def take_idle_output(self, size: int) -> Scratch | None:
-        for i, (_gpu_buf, n) in enumerate(self.idle_outputs):
-            if n == size:
-                return self.idle_outputs.pop(i)
-        return None
+        taken = self.take_idle_outputs((size,))
+        return taken[0] if taken is not None else None
+
+    def take_idle_outputs(self, sizes: tuple[int, ...]) -> list[Scratch] | None:
+        """An idle scratch of each size, taken; None, with none taken, unless every size has one
+        (one frame for all of a dispatch's outputs: a steady dispatch asks on every call)."""
+        idle = self.idle_outputs
+        taken: list[Scratch] = []
+        for size in sizes:
+            for i, scratch in enumerate(idle):
+                if scratch[1] == size:
+                    taken.append(idle.pop(i))
+                    break
+            else:
+                idle.extend(taken)
+                return None
+        return taken
 
 
 def held_bytes(buf: Buffer) -> int:

@@ -116,16 +116,9 @@ class SteadyPlan:
                 return None  # (a parked output may be written in place: plan_slots decides)
         if transient and not inst.fits(transient):
             return None  # (a charge that evicts: plan_slots makes it, in its order)
-        idle = d.idle_outputs
-        taken: list[Scratch] = []
-        for size in self.sizes:  # (an idle scratch of each output's size: take_idle_output, inline)
-            for i, scratch in enumerate(idle):
-                if scratch[1] == size:
-                    taken.append(idle.pop(i))
-                    break
-            else:
-                idle.extend(taken)
-                return None
+        taken = d.take_idle_outputs(self.sizes)
+        if taken is None:
+            return None
         if transient:
             inst.reserve(transient)  # (it fits: nothing is evicted)
         return self._execute_plan(uniform, taken, uploads, readahead_max, profile), taken, uploads or _NO_UPLOADS, \

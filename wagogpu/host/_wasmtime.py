@@ -390,8 +390,9 @@ def export_call(func: wasmtime.Func, store: wasmtime.Store, name: str = "") -> C
     or a list of results. Integer arguments outside their parameter's range raise ValueError; a
     signature with a value Python cannot hold (v128) raises TypeError here."""
     ftype = func.type(store)
-    refuse_unpassable(f"export {name!r}" if name else "export", value_kinds(ftype.params), value_kinds(ftype.results))
-    if FAST_PATH and _numeric(value_kinds(ftype.params) + value_kinds(ftype.results)):
+    params, results = value_kinds(ftype.params), value_kinds(ftype.results)
+    refuse_unpassable(f"export {name!r}" if name else "export", params, results)
+    if FAST_PATH and _numeric(params + results):
         return FastCall(func, store, name)
     return PublicCall(func, store, name)
 
