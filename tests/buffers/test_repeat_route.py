@@ -37,15 +37,26 @@ def guest(**config) -> tuple[Guest, list[int]]:
 
 
 def taken(monkeypatch) -> list[bool]:
-    """Whether each Dispatcher.repeat call from now on ran the dispatch (True) or left it to run() (False)."""
+    """Whether each Dispatcher.repeat call of the host's route from now on ran the dispatch (True)
+    or left it to run() (False); run()'s own calls of it (its steady state) are not counted."""
     seen: list[bool] = []
-    real = Dispatcher.repeat
+    in_run: list[bool] = []
+    real_repeat, real_run = Dispatcher.repeat, Dispatcher.run
+
+    def run(self, *args, **kwargs):
+        in_run.append(True)
+        try:
+            return real_run(self, *args, **kwargs)
+        finally:
+            in_run.pop()
 
     def repeat(self, *args):
-        result = real(self, *args)
-        seen.append(result is not None)
+        result = real_repeat(self, *args)
+        if not in_run:
+            seen.append(result is not None)
         return result
 
+    monkeypatch.setattr(Dispatcher, "run", run)
     monkeypatch.setattr(Dispatcher, "repeat", repeat)
     return seen
 

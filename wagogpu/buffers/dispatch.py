@@ -66,7 +66,7 @@ class Dispatcher:
     def run(self, inst: InstanceBuffers, plan: DispatchPlan, bound: dict[int, Buffer], count: int,
             deadline: float, op: BufferOperation, guest_memory: tuple[int, int] | None = None) -> DispatchResult:
         """One dispatch transaction; one in the steady state of its binding set (steady.py) runs
-        _steady's fixed sequence (_steady_enqueue's when pipelined) instead of the plan phase below."""
+        repeat()'s fixed sequence (_steady_enqueue's when pipelined) instead of the plan phase below."""
         res = self.res
         pipelined = self.pipelined and not plan.error_word
         pending = res.pending
@@ -78,12 +78,10 @@ class Dispatcher:
                 return refused_or_fallback(settled, res.quarantine_reason)
         if not res.usable:  # (a loss was checked when the import was entered: ImportGroup._enter)
             return refused_or_fallback(Status.CONTENTS_LOST, res.quarantine_reason)
-        if steady is not None:
-            took = steady.take(inst, count, res.tuning.readahead_max_bytes, res.profile_stages)
-            if took is not None:
-                if pipelined:
-                    return self._steady_enqueue(inst, steady, took, deadline, op)
-                return self._steady(inst, steady, took, deadline, op)
+        if steady is not None and count == steady.count:
+            repeated = self.repeat(inst, steady, deadline, op)  # (its checks pass: settled and usable above)
+            if repeated is not None:
+                return repeated
         tx = Transaction(inst, plan, bound, count, deadline, op, pipelined=pipelined)
         tx.guest_memory = guest_memory
         status: Status | None = plan_slots(res, tx)  # (None: the step passed)
@@ -99,10 +97,14 @@ class Dispatcher:
 
     def repeat(self, inst: InstanceBuffers, steady: SteadyPlan, deadline: float,
                op: BufferOperation) -> DispatchResult | None:
-        """run() for a caller that holds the binding set's current steady plan (steady_plan()) and
-        dispatches its count again: the same checks and sequence without the plan lookup. None,
-        with nothing taken, in any state but the steady one with no pending work to settle first
-        (waited: none pending; pipelined: no bound reached): run() decides then."""
+        """The steady state's fixed sequence (steady.py), for run() and for a caller that holds the
+        binding set's current steady plan (steady_plan()) and dispatches its count again: take, the
+        ExecutePlan for these handles (a kept one when nothing is uploaded), one waited execute, the
+        commit; _steady_enqueue's when pipelined. What _submit, _completed and _publish do for a
+        transaction that seeds nothing and writes no parameters, in the same order and with the
+        same ways back. None, with nothing taken, in any state but the steady one with no pending
+        work to settle first (waited: none pending; pipelined: no bound reached): run() decides
+        then. (One frame for the whole sequence: it runs on every resident dispatch.)"""
         res = self.res
         pending = res.pending
         if pending.dispatches and (not self.pipelined or pending.due(steady.written_bytes)) or not res.usable:
@@ -112,7 +114,30 @@ class Dispatcher:
             return None
         if self.pipelined:  # (a steady plan's kernel never raises the error word: run() pipelines it)
             return self._steady_enqueue(inst, steady, took, deadline, op)
-        return self._steady(inst, steady, took, deadline, op)
+        clock = time.perf_counter
+        now = clock()
+        if now >= deadline:
+            return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
+        execute, scratch, uploads, transient = took
+        dev = res.device
+        assert dev is not None  # (usable, checked above)
+        op.hardware_submitted = not dev.info.is_software
+        try:
+            result = dev.execute(execute, deadline - now)  # (> 0: checked just above)
+        except DeviceFailure as exc:
+            return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
+        if uploads:
+            inst.release(transient)  # the payloads are on the device now
+            took = (execute, scratch, uploads, 0)
+            self._uploaded(op, uploads)
+        self._timed(op, result)
+        op.confirmed = True
+        if clock() >= deadline:  # (nothing was written in place: nothing to restore)
+            return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
+        if dev.is_lost():
+            return self.fail(steady.transaction(inst, deadline, op, took), "device lost after dispatch")
+        self._steady_commit(inst, steady, scratch, execute.readahead, op)
+        return PUBLISHED
 
     def steady_plan(self, inst: InstanceBuffers, plan: DispatchPlan) -> SteadyPlan | None:
         """The steady plan run() keeps for plan under the instance's current binding set, if made."""
@@ -194,38 +219,6 @@ class Dispatcher:
             steady = SteadyPlan(plan, bound)
             inst.steady_plans[key] = (plan, epoch, steady)
         return steady
-
-    def _steady(self, inst: InstanceBuffers, steady: SteadyPlan, took: Taken, deadline: float,
-                op: BufferOperation) -> DispatchResult:
-        """The steady state's fixed sequence (steady.py): the ExecutePlan for these handles (a kept
-        one when nothing is uploaded), one waited execute, the commit. What _submit, _completed
-        and _publish do for a transaction that seeds nothing and writes no parameters, in the same
-        order and with the same ways back."""
-        res = self.res
-        clock = time.perf_counter
-        now = clock()
-        if now >= deadline:
-            return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
-        execute, scratch, uploads, transient = took
-        dev = res.device
-        assert dev is not None  # (run() found the residency usable)
-        op.hardware_submitted = not dev.info.is_software
-        try:
-            result = dev.execute(execute, deadline - now)  # (> 0: checked just above)
-        except DeviceFailure as exc:
-            return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
-        if uploads:
-            inst.release(transient)  # the payloads are on the device now
-            took = (execute, scratch, uploads, 0)
-            self._uploaded(op, uploads)
-        self._timed(op, result)
-        op.confirmed = True
-        if clock() >= deadline:  # (nothing was written in place: nothing to restore)
-            return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
-        if dev.is_lost():
-            return self.fail(steady.transaction(inst, deadline, op, took), "device lost after dispatch")
-        self._steady_commit(inst, steady, scratch, execute.readahead, op)
-        return PUBLISHED
 
     def _steady_enqueue(self, inst: InstanceBuffers, steady: SteadyPlan, took: Taken, deadline: float,
                         op: BufferOperation) -> DispatchResult:

@@ -7,7 +7,7 @@ SteadyPlan answers them once, when the host first sees the binding set. A dispat
 state (every input current on the device, or current on the CPU over a device copy and uploaded
 from it, as a guest that sets its input before each dispatch has it; no output lost or parked; the
 parameter block holding this count; an idle scratch per output; the uploads' charge fitting
-without eviction) then runs the dispatcher's fixed sequence for it (Dispatcher._steady: take,
+without eviction) then runs the dispatcher's fixed sequence for it (Dispatcher.repeat: take,
 execute, commit; Dispatcher._steady_enqueue when pipelined: take, record, commit) with no plan phase and no Transaction; one that is not goes through plan_slots
 as before. The plan is a shortcut for one common state, not a second set of rules: what it skips
 is what plan_slots would find had nothing to decide.
