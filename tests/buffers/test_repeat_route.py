@@ -1,4 +1,4 @@
-"""The repeat route (host/dispatch.py DispatchImport._repeat, buffers/dispatch.py Dispatcher.repeat):
+"""The repeat route (host/dispatch.py DispatchImport.dispatch's, buffers/dispatch.py Dispatcher.repeat):
 a dispatch of a steady binding set's count again skips the binding checks' lookups and the plan
 lookup. It is a shortcut, not a second set of rules: these tests run the same sequences of
 imports with the route and with it turned off and ask for the same statuses, records, totals,
@@ -111,7 +111,7 @@ def test_the_repeat_route_answers_what_the_general_path_answers(monkeypatch, see
     with_route = play(g, handles, seed)
     g.host.close()
     assert sum(seen) >= 20  # the route really ran dispatches
-    monkeypatch.setattr(DispatchImport, "_repeat", lambda self, call, known, steady: -1)
+    monkeypatch.setattr(DispatchImport, "_keep_steady", lambda self, kernel_id, plan, count: None)  # no route
     g, handles = guest(pipelined=pipelined)
     without = play(g, handles, seed)
     g.host.close()

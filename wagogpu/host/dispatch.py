@@ -56,7 +56,7 @@ class BindingSet:
         self.checked = checked
         self.epoch = epoch
         # The dispatcher's steady plan for this set once a dispatch of its count went to the GPU
-        # by the threshold rule and published: that count repeats through DispatchImport._repeat.
+        # by the threshold rule and published: that count repeats through dispatch()'s repeat route.
         self.steady: SteadyPlan | None = None
         # The largest count step 4.4 passes for (no bound buffer is shorter) and step 5 did, with
         # the config it was checked under (the host may replace its config: asked again then).
@@ -102,10 +102,23 @@ class DispatchImport(ImportGroup):
         count &= U32
         call = self._enter(count, kernel_id)
         known = self._bindings.get(kernel_id)
-        if known is not None and known.steady is not None and count == known.steady.count:
-            status = self._repeat(call, known, known.steady)
-            if status >= 0:
-                return status
+        steady = known.steady if known is not None else None
+        if steady is not None and count == steady.count:
+            # The repeat route (BindingSet.steady): what steps 1-8 would find (the bindings
+            # checked, a count above zero, the threshold rule sending it to the GPU) asked in that
+            # order from what they depend on, then the dispatcher's repeat (whose steady sequence
+            # answers CANCELLED past the deadline, as below). In any other state, with nothing
+            # recorded or taken, everything is asked below. (Inline: it runs on every resident
+            # dispatch.)
+            ctx = self.ctx
+            buffers = self.buffers
+            if not (ctx.stopped or buffers.closed) and known.epoch == buffers.bindings_epoch \
+                    and known.max_elements == ctx.config.max_elements:
+                repeated = ctx.dispatcher.repeat(buffers, steady, call.deadline, call.op)
+                if repeated is not None:
+                    if repeated.end is _PUBLISHED:
+                        return self._finish(call, _OK, outcome=_OUTCOME_GPU)
+                    return self._not_published(call, *known.checked, count, repeated)
         checked = self._validate(call, kernel_id, count)
         if isinstance(checked, int):
             return checked
@@ -149,26 +162,6 @@ class DispatchImport(ImportGroup):
         if steady is not None and steady.count == count and known is not None \
                 and known.epoch == self.buffers.bindings_epoch:
             known.steady = steady
-
-    def _repeat(self, call: ImportCall, known: BindingSet, steady: SteadyPlan) -> int:
-        """A dispatch of a binding set's steady count again (BindingSet.steady): what dispatch()
-        would find in steps 1-8 (the bindings checked, a count above zero, the threshold rule
-        sending it to the GPU) asked in that order from what they depend on, then the
-        dispatcher's repeat (whose steady sequence answers CANCELLED past the deadline, as
-        dispatch() would). -1, with nothing recorded or taken, where the state is any other:
-        dispatch() asks everything then."""
-        ctx = self.ctx
-        buffers = self.buffers
-        if ctx.stopped or buffers.closed or known.epoch != buffers.bindings_epoch \
-                or known.max_elements != ctx.config.max_elements:
-            return -1
-        result = ctx.dispatcher.repeat(buffers, steady, call.deadline, call.op)
-        if result is None:
-            return -1
-        if result.end is _PUBLISHED:
-            return self._finish(call, _OK, outcome=_OUTCOME_GPU)
-        entry, bound = known.checked
-        return self._not_published(call, entry, bound, steady.count, result)
 
     def _not_published(self, call: ImportCall, entry: KernelEntry, bound: dict[int, Buffer], count: int,
                        result: DispatchResult) -> int:
