@@ -43,6 +43,11 @@ def test_record_fields_are_the_layout_words() -> None:
     rec.version = 0xFFFFFFFF
     rec.bump_version()  # carries into the high word
     assert int(records_view(words)["version"][3]) == 1 << 32
+    rec.version = (2 << 32) | 0xFFFFFFFF
+    rec.mark_gpu_written()  # a GPU write carries too (its own increment, inline)
+    assert rec.version == 3 << 32 and rec.flags == acc.GPU_CURRENT
+    rec.mark_gpu_written()
+    assert rec.version == (3 << 32) | 1
     rec.clear()
     assert not raw[3].any()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -136,7 +136,7 @@ class Dispatcher:
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
         if dev.is_lost():
             return self.fail(steady.transaction(inst, deadline, op, took), "device lost after dispatch")
-        self._steady_commit(inst, steady, scratch, execute.readahead, op)
+        self._commit_outputs(inst, zip(steady.written, scratch), execute.readahead, op)
         return PUBLISHED
 
     def steady_plan(self, inst: InstanceBuffers, plan: DispatchPlan) -> SteadyPlan | None:
@@ -241,20 +241,9 @@ class Dispatcher:
         if uploads:
             self._uploaded(op, uploads)
         op.pipelined = True
-        self._steady_commit(inst, steady, scratch, execute.readahead, op)
+        self._commit_outputs(inst, zip(steady.written, scratch), execute.readahead, op)
         res.pending.add(ticket, op, inst, steady.written, steady.written_bytes)
         return PUBLISHED
-
-    def _steady_commit(self, inst: InstanceBuffers, steady: SteadyPlan, scratch: list[Scratch],
-                       readahead: Sequence[BufferHandle], op: BufferOperation) -> None:
-        """A steady dispatch's outputs committed from their scratch (timed in profile mode only)."""
-        profile = self.res.profile_stages
-        t0 = time.perf_counter() if profile else 0.0
-        commit = self._commit_output
-        for buf, size, out in zip(steady.written, steady.sizes, scratch):
-            commit(inst, buf, out[0], size, readahead)
-        if profile:
-            op.commit += time.perf_counter() - t0
 
     def _completed(self, tx: Transaction, result: ExecuteResult) -> None:
         """The device ran the submission: uploads are valid cache whether or not we publish."""
@@ -314,36 +303,38 @@ class Dispatcher:
 
     def _commit(self, tx: Transaction) -> None:
         """Single commit: every written slot switches to what the kernel wrote, together."""
-        profile = self.res.profile_stages  # (the commit's time is reported in profile mode only)
-        t0 = time.perf_counter() if profile else 0.0
-        inst = tx.inst
         held_aside = tx.held_aside
         if held_aside:
-            tx.reattach()  # stale from here on: the loop below lets them go
-        bound, readahead = tx.bound, tx.readahead
-        for slot, (written, size) in tx.outputs.items():
-            self._commit_output(inst, bound[slot], written, size, readahead, in_place=slot in held_aside)
-        if profile:
-            tx.op.commit += time.perf_counter() - t0
+            tx.reattach()  # stale from here on: the commit lets them go
+        bound = tx.bound
+        self._commit_outputs(tx.inst, [(bound[slot], written) for slot, written in tx.outputs.items()], tx.readahead,
+                             tx.op, [bound[slot] for slot in held_aside])
 
-    def _commit_output(self, inst: InstanceBuffers, buf: Buffer, written: BufferHandle, size: int,
-                       readahead: Sequence[BufferHandle], in_place: bool = False) -> None:
-        """One output switches to the scratch the kernel wrote (its old copy becomes idle scratch),
+    def _commit_outputs(self, inst: InstanceBuffers, outputs: Iterable[tuple[Buffer, Scratch]],
+                        readahead: Sequence[BufferHandle], op: BufferOperation,
+                        in_place: Collection[Buffer] = ()) -> None:
+        """Each output switches to the scratch the kernel wrote (its old copy becomes idle scratch),
         or, written in place (held aside), keeps its device copy, which already is the output;
-        either is its current version now."""
-        if not in_place:
-            old = buf.gpu
-            if old is not None:
-                give_back_scratch(inst, (old, size))
-            else:
-                inst.gpu_charge += size
-            buf.gpu = written
-        if buf.parked is not None:
-            self.res.unpark(inst, buf)
-        if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
-            buf.readahead_hint = False
-        buf.readahead_sent = bool(readahead) and written in readahead
-        buf.record.mark_gpu_written()
+        each is its current version now. (Timed in profile mode only; one frame for all of a
+        dispatch's outputs: it runs on every dispatch.)"""
+        profile = self.res.profile_stages
+        t0 = time.perf_counter() if profile else 0.0
+        for buf, (written, size) in outputs:
+            if buf not in in_place:
+                old = buf.gpu
+                if old is not None:
+                    give_back_scratch(inst, (old, size))
+                else:
+                    inst.gpu_charge += size
+                buf.gpu = written
+            if buf.parked is not None:
+                self.res.unpark(inst, buf)
+            if buf.readahead_sent:  # the last read-ahead of this buffer went unread: stop asking
+                buf.readahead_hint = False
+            buf.readahead_sent = bool(readahead) and written in readahead
+            buf.record.mark_gpu_written()
+        if profile:
+            op.commit += time.perf_counter() - t0
 
     # -- the ways back ---------------------------------------------------------------------------
     def unwind(self, tx: Transaction, result: DispatchResult) -> DispatchResult:

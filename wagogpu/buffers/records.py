@@ -147,7 +147,11 @@ class BufferRecord:
         indexed directly: this runs on every dispatch)."""
         w = self.words
         w[_FLAGS] = (w[_FLAGS] | acc.GPU_CURRENT) & _NOT_CPU_OR_DIRTY
-        _next_version(w)
+        low = w[_VERSION]
+        if low < U32:
+            w[_VERSION] = low + 1
+        else:
+            _next_version(w)  # (the carry into the high word)
 
     def mark_quarantined(self) -> None:
         """The device is gone: whatever only it held is lost (docs/design/abi.md §4.7)."""

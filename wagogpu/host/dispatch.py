@@ -102,8 +102,7 @@ class DispatchImport(ImportGroup):
         count &= U32
         call = self._enter(count, kernel_id)
         known = self._bindings.get(kernel_id)
-        steady = known.steady if known is not None else None
-        if steady is not None and count == steady.count:
+        if known is not None and (steady := known.steady) is not None and count == steady.count:
             # The repeat route (BindingSet.steady): what steps 1-8 would find (the bindings
             # checked, a count above zero, the threshold rule sending it to the GPU) asked in that
             # order from what they depend on, then the dispatcher's repeat (whose steady sequence
