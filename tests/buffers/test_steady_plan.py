@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from wagogpu import ElementType, Status
+from wagogpu import Access, ElementType, Status
 from wagogpu.diagnostics import Outcome, ReasonCode
 from wagogpu.gpu import FaultInjector
 
@@ -72,6 +72,31 @@ def test_a_resident_loop_reuses_two_execute_plans_and_stays_correct():
     assert g.dispatch(DOUBLE.id, N) == Status.OK and g.last.upload_count == 1
     assert g.dispatch(DOUBLE.id, N) == Status.OK and g.last.upload_count == 0
     assert np.array_equal(g.get_f32(y, N, guest=4096), (values + 1) * 2)
+    g.host.close()
+
+
+def test_two_kernels_that_feed_each_other_reuse_three_execute_plans_each():
+    """fwd (slot 0 -> 1) and back (slot 1 -> 0) over the same bindings rotate three device buffers
+    between the two outputs: each kernel binds one of three sets of handles, all kept."""
+    fwd = kernel(3, "fwd")
+    back = kernel(4, "back", bindings=[(0, F32, Access.WRITE), (1, F32, Access.READ)])
+    g = Guest(gpu_host(kernels=[fwd, back]), kernels=runner_kernel("fwd", 0, 1, "(f32.add $x (f32.const 1))")
+              + runner_kernel("back", 1, 0, "(f32.add $x (f32.const 1))"))
+    a, b = g.create(F32, N), g.create(F32, N)
+    values = np.arange(N, dtype=np.float32)
+    assert g.set_f32(a, values) == 0
+    g.bind(a, b)
+    for kernel_id in (fwd.id, back.id) * 3:  # (warm: the steady plans, their scratch)
+        assert g.dispatch(kernel_id, N) == Status.OK
+    seen = executes(g)
+    for kernel_id in (fwd.id, back.id) * 6:
+        assert g.dispatch(kernel_id, N) == Status.OK
+        assert g.last.outcome == Outcome.GPU and g.last.confirmed
+    forward, backward = seen[0::2], seen[1::2]
+    for plans in (forward, backward):
+        assert len({id(p) for p in plans}) == 3  # the three rotations, each handed again
+        assert all(plans[i] is plans[i + 3] for i in range(3))
+    assert np.array_equal(g.get_f32(a, N, guest=4096), values + 18)
     g.host.close()
 
 

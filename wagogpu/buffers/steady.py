@@ -14,7 +14,8 @@ is what plan_slots would find had nothing to decide.
 
 It also keeps the ExecutePlans it handed the device, one per set of handles: in a resident loop
 each output alternates between two device buffers (the kernel writes the idle one, the commit
-swaps them), so a repeated dispatch hands the device one of two plan objects it has seen before.
+swaps them), so a repeated dispatch hands the device one of two plan objects it has seen before;
+two kernels that feed each other rotate three buffers, so each sees one of three.
 
 A SteadyPlan holds while the instance's binding set does (InstanceBuffers.bindings_epoch: a bind
 that changes a slot, a free, closing); the dispatcher makes one on a binding set's second dispatch
@@ -43,8 +44,10 @@ _FIRST = itemgetter(0)
 _RESIDENT_MASK = acc.GPU_CURRENT | acc.LOST
 _UPLOADABLE_MASK = acc.CPU_CURRENT | acc.LOST
 _GPU_CURRENT, _CPU_CURRENT, _LOST = acc.GPU_CURRENT, acc.CPU_CURRENT, acc.LOST  # (globals: read on every dispatch)
-#: Execute plans kept per steady plan: the two phases of a resident loop's output swap.
-MAX_PHASES = 2
+#: Execute plans kept per steady plan, one per set of handles it binds: a kernel whose output swaps
+#: with one scratch sees two, each kernel of a two-kernel chain over three device buffers three
+#: (the buffers rotate), and each may come with and without a read-ahead copy.
+MAX_PHASES = 8
 #: What a steady dispatch took: its ExecutePlan, an output scratch per output, the uploads from the
 #: CPU copies and the bytes charged for them until the device has them (a tuple: made on every
 #: dispatch).
@@ -79,7 +82,9 @@ class SteadyPlan:
                   and plan.memory < 0)
         self.count = lengths.pop() if served else -1
         self.grid = workgroup_grid(self.count) if served else (0, 0)
-        self.phases: list[ExecutePlan] = []
+        # (parameter block, storage handles..., read-ahead handles...) -> the ExecutePlan for them
+        # (the storage count is fixed, so the key splits one way only; oldest first).
+        self.phases: dict[tuple[BufferHandle, ...], ExecutePlan] = {}
 
     def take(self, inst: InstanceBuffers, count: int, readahead_max: int, profile: bool) -> Taken | None:
         """What this dispatch needs in the steady state, taken (as plan_slots and
@@ -144,13 +149,15 @@ class SteadyPlan:
                 uploads.append((u.gpu, u.start * u.buf.gpu_stride, u.words))
             return ExecutePlan(self.plan.pipeline, uniform, None, storage, uploads, (), self.grid, profile, None,
                                readahead)
-        for execute in self.phases:
-            if execute.uniform is uniform and execute.storage == storage and execute.readahead == readahead:
-                return execute
-        execute = ExecutePlan(self.plan.pipeline, uniform, None, storage, (), (), self.grid, profile, None, readahead)
-        if len(self.phases) >= MAX_PHASES:
-            del self.phases[0]
-        self.phases.append(execute)
+        phases = self.phases
+        key = (uniform, *storage, *readahead)
+        execute = phases.get(key)
+        if execute is None:
+            execute = ExecutePlan(self.plan.pipeline, uniform, None, storage, (), (), self.grid, profile, None,
+                                  readahead)
+            if len(phases) >= MAX_PHASES:
+                del phases[next(iter(phases))]
+            phases[key] = execute
         return execute
 
     def transaction(self, inst: InstanceBuffers, deadline: float, op: BufferOperation, took: Taken) -> Transaction:
