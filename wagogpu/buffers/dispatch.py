@@ -237,8 +237,8 @@ class Dispatcher:
             if res.pending:
                 res.pending.lose(f"recording a pipelined dispatch failed at {exc.stage}: {exc.message}")
             return self.fail(steady.transaction(inst, deadline, op, took), f"dispatch failed at {exc.stage}: {exc}", exc)
-        inst.release(transient)  # the payloads were copied when recorded
         if uploads:
+            inst.release(transient)  # the payloads were copied when recorded
             self._uploaded(op, uploads)
         op.pipelined = True
         self._commit_outputs(inst, zip(steady.written, scratch), execute.readahead, op)
