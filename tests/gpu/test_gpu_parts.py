@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import numpy as np
 import pytest
@@ -183,6 +184,34 @@ def test_the_pool_lends_the_smallest_fit_of_the_right_kind() -> None:
     pool.give(remapped)
     pool.trim()
     assert pool.idle_bytes == 0 and remapped.obj is None
+
+
+def test_the_pools_idle_counts_follow_every_change() -> None:
+    """The keep policy reads running counts (idle bytes, idle buffers per kind): after any sequence
+    of lends, returns, frees, discards and trims they equal what the idle buffers add up to."""
+    pool, _ = _pool(pool_keep_buffers=3, pool_keep_bytes=12 * 4096)
+    rng = random.Random(7)
+    lent: list = []
+    for _ in range(400):
+        kind = rng.choice(list(PoolKind))
+        action = rng.randrange(6)
+        if action == 0 or not lent:
+            lent.append(pool.take(kind, rng.choice((100, 4096, 9000))) or pool.create(kind, rng.choice((100, 4096, 9000))))
+        elif action == 1:
+            pool.give(lent.pop(rng.randrange(len(lent))))
+        elif action == 2:
+            pool.give(lent[-1])
+            pool.give(lent.pop())  # given twice: counted once
+        elif action == 3:
+            pool.free(lent.pop(rng.randrange(len(lent))))
+        elif action == 4:
+            pool.discard([lent.pop()])  # (lent, not idle: kept by its user, now dropped here)
+        elif rng.random() < 0.1:
+            pool.trim()
+        idle = [e for k in PoolKind for e in pool.idle(k)]
+        assert pool.idle_bytes == sum(e.size for e in idle) <= 12 * 4096
+        assert all(len(pool.idle(k)) <= 3 for k in PoolKind)
+        assert all(e.obj is not None for e in idle)
 
 
 def test_discard_frees_only_what_is_still_idle() -> None:

@@ -74,6 +74,9 @@ class BufferPool:
         self._backend = core.backend
         self._idle: OrderedDict[int, PooledBuffer] = OrderedDict()  # oldest first
         self._owned: dict[int, PooledBuffer] = {}  # idle and lent out
+        # What the keep policy asks on every give, kept as _idle changes (_park, _unpark).
+        self._idle_bytes = 0
+        self._idle_count = dict.fromkeys(PoolKind, 0)
         self.allocations = 0
 
     # -------------------------------------------------------------- lending
@@ -87,7 +90,7 @@ class BufferPool:
             if entry.kind is kind and nbytes <= entry.size <= most and (best is None or entry.size < best.size):
                 best = entry
         if best is not None:
-            del self._idle[id(best)]
+            self._unpark(best)
         return best
 
     def create(self, kind: PoolKind, nbytes: int, exact: bool = False) -> PooledBuffer:
@@ -132,18 +135,32 @@ class BufferPool:
             self.free(entry)
             return
         self._owned[id(entry)] = entry
-        self._idle[id(entry)] = entry
+        self._park(entry)
         self._evict(entry.kind)
 
     def _evict(self, kind: PoolKind) -> None:
         """Free the oldest idle buffers until the keep policy holds again: those of ``kind`` past
         the count, then the oldest of any kind while the idle bytes are over the cap."""
         tuning = self._core.tuning
-        same = self.idle(kind)
-        for old in same[:max(0, len(same) - tuning.pool_keep_buffers)]:
-            self.free(old)
-        while self._idle and self.idle_bytes > tuning.pool_keep_bytes:
+        over = self._idle_count[kind] - tuning.pool_keep_buffers
+        if over > 0:
+            for old in self.idle(kind)[:over]:
+                self.free(old)
+        while self._idle_bytes > tuning.pool_keep_bytes and self._idle:
             self.free(next(iter(self._idle.values())))
+
+    def _park(self, entry: PooledBuffer) -> None:
+        """``entry`` idle (the newest), counted."""
+        if id(entry) not in self._idle:
+            self._idle[id(entry)] = entry
+            self._idle_bytes += entry.size
+            self._idle_count[entry.kind] += 1
+
+    def _unpark(self, entry: PooledBuffer) -> None:
+        """``entry`` no longer idle (if it was), uncounted."""
+        if self._idle.pop(id(entry), None) is not None:
+            self._idle_bytes -= entry.size
+            self._idle_count[entry.kind] -= 1
 
     def give_remapped(self, entry: PooledBuffer) -> None:
         """An upload buffer whose submission was just made: ask for it mapped again (it resolves
@@ -153,7 +170,7 @@ class BufferPool:
 
     def free(self, entry: PooledBuffer) -> None:
         """Free a buffer now, idle or lent (its pending map, if any, is forgotten first)."""
-        self._idle.pop(id(entry), None)
+        self._unpark(entry)
         self._owned.pop(id(entry), None)
         if entry.cell is not None:
             if not entry.cell.status:
@@ -171,6 +188,8 @@ class BufferPool:
     def close(self) -> None:
         """The device is closing (its NativeSet frees the buffers): forget them all."""
         self._idle.clear()
+        self._idle_bytes = 0
+        self._idle_count = dict.fromkeys(PoolKind, 0)
         self._owned.clear()
 
     def trim(self) -> None:
@@ -182,7 +201,7 @@ class BufferPool:
 
     @property
     def idle_bytes(self) -> int:
-        return sum(e.size for e in list(self._idle.values()))
+        return self._idle_bytes
 
     @property
     def owned_bytes(self) -> int:

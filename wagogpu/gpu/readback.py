@@ -264,9 +264,10 @@ class Readback:
                 segments.append((offset, self._mapped(buf, cell, n), n))
                 # (the wait's last poll saw them; with a fault injector every piece waits its turn,
                 # as behind a slow link, so that a test can fail piece k after pieces < k went out)
-                final = i == len(parts) - 1 if faults is not None else all(c.status for *_, c in parts[i + 1:])
-                if final:
-                    segments += [(o, self._mapped(b, c, m), m) for o, m, b, c in parts[i + 1:]]
+                later = parts[i + 1:]
+                final = not later or (faults is None and all(c.status for *_, c in later))
+                if final and later:
+                    segments += [(o, self._mapped(b, c, m), m) for o, m, b, c in later]
                 for offset_j, address, n_j in segments[i:]:
                     if out is not None:
                         copy_bytes(dst + offset_j, address, n_j, threads)

@@ -57,6 +57,7 @@ class Uploads:
         """
         items: list[tuple[BufferHandle, int, np.ndarray]] = []
         stages: list[tuple[BufferHandle, int, UploadStage]] = []
+        array_bytes = 0
         for handle, offset, data in uploads:  # every check before anything is consumed
             if isinstance(data, UploadStage):
                 self._check_stage(handle, offset, data, enc)
@@ -65,7 +66,7 @@ class Uploads:
                 arr = self.checked_array(handle, offset, data)
                 if arr.nbytes:
                     items.append((handle, offset, arr))
-        array_bytes = sum(arr.nbytes for _, _, arr in items)
+                    array_bytes += arr.nbytes
         total = array_bytes
         for handle, offset, stage in stages:
             self._consume(stage)
