@@ -109,7 +109,7 @@ class Dispatcher:
         pending = res.pending
         if pending.dispatches and (not self.pipelined or pending.due(steady.written_bytes)) or not res.usable:
             return None
-        took = steady.take(inst, steady.count, res.tuning.readahead_max_bytes, res.profile_stages)
+        took = steady.take(inst, res.tuning.readahead_max_bytes, res.profile_stages)
         if took is None:
             return None
         if self.pipelined:  # (a steady plan's kernel never raises the error word: run() pipelines it)
@@ -307,8 +307,9 @@ class Dispatcher:
         if held_aside:
             tx.reattach()  # stale from here on: the commit lets them go
         bound = tx.bound
-        self._commit_outputs(tx.inst, [(bound[slot], written) for slot, written in tx.outputs.items()], tx.readahead,
-                             tx.op, [bound[slot] for slot in held_aside])
+        outputs = tx.outputs
+        self._commit_outputs(tx.inst, zip(map(bound.__getitem__, outputs), outputs.values()), tx.readahead, tx.op,
+                             [bound[slot] for slot in held_aside] if held_aside else ())
 
     def _commit_outputs(self, inst: InstanceBuffers, outputs: Iterable[tuple[Buffer, Scratch]],
                         readahead: Sequence[BufferHandle], op: BufferOperation,

@@ -86,16 +86,16 @@ class SteadyPlan:
         # (the storage count is fixed, so the key splits one way only; oldest first).
         self.phases: dict[tuple[BufferHandle, ...], ExecutePlan] = {}
 
-    def take(self, inst: InstanceBuffers, count: int, readahead_max: int, profile: bool) -> Taken | None:
-        """What this dispatch needs in the steady state, taken (as plan_slots and
+    def take(self, inst: InstanceBuffers, readahead_max: int, profile: bool) -> Taken | None:
+        """What a dispatch of this plan's count needs in the steady state, taken (as plan_slots and
         set_up_small_buffers would find it: inputs resident, or current on the CPU over a device
         copy and not prestaged, so uploaded from the CPU copy; outputs replaced whole and neither
-        lost nor parked; the parameter block holding count; the uploads' bytes fitting the budgets
-        without evicting anything): an idle scratch per output, the uploads' charge and the
-        ExecutePlan for them (execute_plan). None (nothing taken or charged) when it is not in
-        that state. (One frame for the whole step: it runs on every steady dispatch.)"""
-        if count != self.count:
-            return None
+        lost nor parked; the parameter block holding the count; the uploads' bytes fitting the
+        budgets without evicting anything): an idle scratch per output, the uploads' charge and the
+        ExecutePlan for them (_execute_plan). None (nothing taken or charged) when it is not in
+        that state. Its callers dispatch exactly self.count (Dispatcher.repeat's). (One frame for
+        the whole step: it runs on every steady dispatch.)"""
+        count = self.count
         d = inst.device
         uniform = d.uniform
         if uniform is None or d.uniform_count != count or d.uniform_budget != self.plan.loop_budget:

@@ -74,9 +74,7 @@ class BufferPool:
         self._backend = core.backend
         self._idle: OrderedDict[int, PooledBuffer] = OrderedDict()  # oldest first
         self._owned: dict[int, PooledBuffer] = {}  # idle and lent out
-        # What the keep policy asks on every give, kept as _idle changes (_park, _unpark).
-        self._idle_bytes = 0
-        self._idle_count = dict.fromkeys(PoolKind, 0)
+        self._forget_idle()
         self.allocations = 0
 
     # -------------------------------------------------------------- lending
@@ -149,6 +147,13 @@ class BufferPool:
         while self._idle_bytes > tuning.pool_keep_bytes and self._idle:
             self.free(next(iter(self._idle.values())))
 
+    def _forget_idle(self) -> None:
+        """No idle buffer. The keep policy's counts (asked on every give) are kept as _idle changes:
+        here, _park and _unpark."""
+        self._idle.clear()
+        self._idle_bytes = 0
+        self._idle_count = dict.fromkeys(PoolKind, 0)
+
     def _park(self, entry: PooledBuffer) -> None:
         """``entry`` idle (the newest), counted."""
         if id(entry) not in self._idle:
@@ -187,9 +192,7 @@ class BufferPool:
 
     def close(self) -> None:
         """The device is closing (its NativeSet frees the buffers): forget them all."""
-        self._idle.clear()
-        self._idle_bytes = 0
-        self._idle_count = dict.fromkeys(PoolKind, 0)
+        self._forget_idle()
         self._owned.clear()
 
     def trim(self) -> None:
