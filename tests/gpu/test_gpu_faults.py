@@ -346,3 +346,38 @@ def test_read_faults_apply_to_a_read_ahead_copy(make_device, stage: str) -> None
     assert not rig.dev._pool.idle(PoolKind.READBACK)
     if stage != "lost":
         assert np.array_equal(rig.dev.read(rig.b, rig.st, N * 4, 10.0), 2 * rig.x)
+
+
+@pytest.mark.parametrize("stage", ["lost", "map", "unmap"])
+def test_a_read_ahead_copy_read_without_an_injector_fails_at_the_same_stages(make_device, stage: str) -> None:
+    """With no fault injector a resolved read-ahead copy is read out under the lock that found it
+    (Readback._ahead_out): a loss since the read's first check, a mapped range that is not
+    available and an unmap error fail as on the general path, and the copy is freed, not pooled."""
+    rig = Rig(make_device, None)
+    rig.run(readahead=[rig.b])
+    core, readback, pool = rig.dev._core, rig.dev._readback, rig.dev._pool
+    backend = core.backend
+    if stage == "lost":
+        found = readback._take_copy
+
+        def take_copy(*args):
+            core.flags.lost, core.flags.lost_reason = True, "lost while the read held the lock"
+            return found(*args)
+
+        readback._take_copy = take_copy
+    elif stage == "map":
+        backend.read_address = lambda buf, offset, size: 0
+    else:
+        unmap = backend.unmap
+
+        def failing_unmap(buf):
+            unmap(buf)
+            core.flags.errors.append("unmap refused")
+
+        backend.unmap = failing_unmap
+    with pytest.raises(DeviceFailure) as err:
+        rig.dev.read(rig.b, rig.st, N * 4, 10.0)
+    assert err.value.stage == stage and err.value.submitted and rig.dev.readahead_hits == 1
+    if stage == "unmap":
+        assert err.value.message == "unmap refused" and np.array_equal(err.value.data, 2 * rig.x)
+    assert not readback.copies and not pool.idle(PoolKind.READBACK)  # freed, not pooled

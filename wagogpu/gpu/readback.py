@@ -177,6 +177,8 @@ class Readback:
             core.submit_pending()  # its read-ahead copies and the work this read must follow
             ahead = self._take_copy(src, nbytes, keep) if self.copies else None
             parts: list[_Part]
+            if ahead is not None and faults is None:
+                return self._ahead_out(ahead, nbytes, out)
             if ahead is not None:
                 assert ahead.cell is not None  # (_take_copy hands out resolved copies only)
                 parts = [(0, nbytes, ahead.obj, ahead.cell)]
@@ -186,6 +188,35 @@ class Readback:
         finally:
             core.lock.release()
         return self._finish(staging, nbytes, deadline, parts, out, ahead, keep, sink)
+
+    def _ahead_out(self, entry: PooledBuffer, nbytes: int, out: np.ndarray | None) -> np.ndarray:
+        """A read served by its resolved read-ahead copy, with no fault injector (lock held since
+        the copy was found): its one mapped piece is read out, unmapped and given back at once,
+        with no wait (it resolved) and _finish's outcomes: a loss since the read's first check or
+        an unavailable range is DeviceFailure "lost" / "map", an unmap error DeviceFailure "unmap"
+        carrying the words; the copy is freed after either. (The read of every round trip: one
+        frame for the general path's _finish, _pieces_out, _mapped and wait.)"""
+        core = self._core
+        backend = core.backend
+        entry.cell = None
+        address = 0 if core.flags.lost else backend.read_address(entry.obj, 0, nbytes)
+        if address == 0:
+            backend.unmap(entry.obj)
+            del core.flags.errors[:]
+            self._pool.free(entry)
+            core.check_usable(True)
+            raise DeviceFailure(FailureStage.MAP, "the mapped range is not available", True)
+        if out is None:
+            out = np.empty(nbytes // 4, dtype=np.uint32)
+        copy_bytes(out.__array_interface__["data"][0], address, nbytes, core.tuning.read_copy_threads)
+        errors = core.flags.errors
+        del errors[:]
+        backend.unmap(entry.obj)
+        if errors:
+            self._pool.free(entry)
+            raise DeviceFailure(FailureStage.UNMAP, core.take_error() or "", True, data=out)
+        self._pool.give(entry)
+        return out
 
     def _submit_copies(self, src: BufferHandle, staging: BufferHandle, nbytes: int) -> list[_Part]:
         """Record and submit the copy into each piece of the staging buffer (a submission each, so
