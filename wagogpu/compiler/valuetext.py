@@ -7,9 +7,12 @@ carries no NoContraction decoration, so a driver's inexact algebraic rules may f
 products and sums; on lavapipe that changed 55 spec testsuite cases (docs/float-semantics.md).
 Outside the reference subset, every f32 constant used as a float, and every f32 result of
 rounding arithmetic, passes through an integer OR with a parameter-block word that is zero at
-run time but that no compiler can know (OPAQUE_ZERO); the second operand of `x op x` passes
-through an XOR with it, so the two operands are different values to the driver. Integer ORs are
-exact, so the answer is unchanged; only the driver's freedom to rewrite it is gone.
+run time but that no compiler can know (OPAQUE_ZERO); the second operand of every binary rounding
+op (but a constant, already opaque) passes through an XOR with it, so the two operands are
+different values to the driver even when it can prove them equal: the same record, or two computations of one value that it merges
+(`sqrt(|x|) - sqrt(|x|)` over two reads of one element folded to +0 on lavapipe, where Wasm gives
+NaN for an infinite x). Integer ORs and XORs with zero are exact, so the answer is unchanged;
+only the driver's freedom to rewrite it is gone.
 """
 from __future__ import annotations
 
@@ -69,6 +72,13 @@ def opaque_result(expr: str, form: Form) -> str:
     return _through_zero(expr, form, "|")
 
 
+def needs_second_copy(left: Record, right: Record) -> bool:
+    """Whether a binary rounding op's second operand goes through second_copy: always, except a
+    constant other than the first operand. A constant is opaque already (its OR), and an XOR with
+    the same zero would undo that: `(c | z) ^ z` folds back to c, and `x * 0` with it."""
+    return right[0] != CONSTANT or left == right
+
+
 def second_copy(text: str, form: Form) -> str:
-    """The second operand of `x op x` as a value the driver cannot prove equal to the first."""
+    """The second operand of a binary rounding op as a value the driver cannot prove equal to the first."""
     return _through_zero(text, form, "^")
