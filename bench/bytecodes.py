@@ -19,21 +19,26 @@ class BytecodeCount:
     frames: int
 
 
-def count_bytecodes(fn: Callable[[], Any], parts: tuple[str, ...]) -> BytecodeCount:
-    """The opcodes and frames one call of fn executes in files whose path contains any of parts.
-    fn runs twice, traced both times, and the second call is counted: CPython 3.12 reports no
-    opcode of a code object on the first traced call that asks for them."""
-    _count(fn, parts)
-    return _count(fn, parts)
+def count_bytecodes(fn: Callable[[], Any], parts: tuple[str, ...],
+                    skip: tuple[tuple[str, str], ...] = ()) -> BytecodeCount:
+    """The opcodes and frames one call of fn executes in files whose path contains any of parts,
+    but for the frames of the functions in ``skip`` ((path part, function name) pairs: a wait
+    whose polls depend on the device). fn runs twice, traced both times, and the second call is
+    counted: CPython 3.12 reports no opcode of a code object on the first traced call that asks
+    for them."""
+    _count(fn, parts, skip)
+    return _count(fn, parts, skip)
 
 
-def _count(fn: Callable[[], Any], parts: tuple[str, ...]) -> BytecodeCount:
+def _count(fn: Callable[[], Any], parts: tuple[str, ...], skip: tuple[tuple[str, str], ...]) -> BytecodeCount:
     opcodes = frames = 0
 
     def trace(frame: FrameType, event: str, _arg: Any) -> Any:
         nonlocal opcodes, frames
         if event == "call":
-            if not any(part in frame.f_code.co_filename for part in parts):
+            code = frame.f_code
+            if not any(part in code.co_filename for part in parts) or \
+                    any(part in code.co_filename and name == code.co_name for part, name in skip):
                 return None  # (nor the frames it calls: they are traced on their own call)
             frame.f_trace_opcodes = True
             frames += 1

@@ -87,6 +87,15 @@ def bytecodes(inst, k: int, n: int) -> dict[str, int]:
         ("noop_dispatch", lambda: c("dispatch", k, 0)))}
 
 
+def device_bytecodes(inst, k: int, n: int) -> dict[str, int]:
+    """The package's bytecodes per call with the real device attached, the device layer's Python
+    included: the load-free companion of the device share. Each wait's own frames are left out
+    (how often it polls depends on the GPU; what it wakes, each map's callback, is counted)."""
+    c = inst.call
+    return {f"bytecodes_{name}_with_device": count_bytecodes(fn, ("wagogpu/",), (("gpu/core.py", "wait"),)).opcodes
+            for name, fn in (("resident_dispatch", lambda: c("dispatch", k, n)), ("round_trip", lambda: c("sample", k, n)))}
+
+
 def round_trip_budget(inst, k: int, n: int) -> dict[str, float]:
     """The three imports of a checked round trip (device stubbed), each in the state the round trip
     leaves it: the set of a buffer the last dispatch read, the dispatch that uploads it (and asks
@@ -376,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     figures.update(submissions_per_round_trip(host, inst, k, n))
     progress.step("device share")
     figures.update(device_share(inst, k, n))
+    figures.update(device_bytecodes(inst, k, n))
     floor = native_floor(inst, x, k, n)
     checked = checked and bool(floor.pop("native_floor_checked"))
     figures.update(floor)

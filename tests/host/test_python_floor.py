@@ -52,5 +52,7 @@ def test_bytecode_counts_are_exact_and_cover_only_the_named_files() -> None:
     per_pass = (twenty.opcodes - ten.opcodes) / 10
     assert per_pass == int(per_pass) and per_pass >= 3  # each loop pass adds the same opcodes
     assert count_bytecodes(lambda: _sum_to(10), ("no such file",)).opcodes == 0
+    skipped = count_bytecodes(lambda: _sum_to(20), here, skip=(("test_python_floor", "_sum_to"),))
+    assert skipped.frames == 1 and 0 < skipped.opcodes < ten.opcodes  # the lambda alone
     floor = FloorHost(4, kernel_id=0)
     assert count_bytecodes(lambda: floor.dispatch(1, 4), ("bench/python_floor",)).frames == 2  # dispatch, _record
