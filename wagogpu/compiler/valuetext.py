@@ -9,10 +9,10 @@ Outside the reference subset, every f32 constant used as a float, and every f32 
 rounding arithmetic, passes through an integer OR with a parameter-block word that is zero at
 run time but that no compiler can know (OPAQUE_ZERO); the second operand of every binary rounding
 op (but a constant, already opaque) passes through an XOR with it, so the two operands are
-different values to the driver even when it can prove them equal: the same record, or two computations of one value that it merges
-(`sqrt(|x|) - sqrt(|x|)` over two reads of one element folded to +0 on lavapipe, where Wasm gives
-NaN for an infinite x). Integer ORs and XORs with zero are exact, so the answer is unchanged;
-only the driver's freedom to rewrite it is gone.
+different values to the driver even when it can prove them equal: the same record, or two
+computations of one value that it merges (`sqrt(|x|) - sqrt(|x|)` over two reads of one element
+folded to +0 on lavapipe, where Wasm gives NaN for an infinite x). Integer ORs and XORs with zero
+are exact, so the answer is unchanged; only the driver's freedom to rewrite it is gone.
 """
 from __future__ import annotations
 
