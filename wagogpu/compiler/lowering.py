@@ -37,11 +37,12 @@ from .names import NameKind, described
 from .numeric import NumericOp
 from .reader import Reader
 from .records import (BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, V_NAMES, VALUE_LET, VALUE_OF_BITS, WGSL_TYPE,
-                      Form, Record)
-from .valuetext import constant_text, converted, needs_second_copy, opaque_result, second_copy
+                      WIDE_TYPES, Form, Record)
+from .valuetext import constant_text, converted, needs_second_copy, opaque_bits, opaque_result, second_copy
 
 INVALID = CompileErrorKind.INVALID_CONTRACT
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED
+_FLOAT_TYPES = frozenset((F32, F64))
 LIMIT = CompileErrorKind.LIMIT
 BITS, VALUE, PAIR, DOUBLE = Form.BITS, Form.VALUE, Form.PAIR, Form.DOUBLE  # (enum lookups are slow in 3.11)
 LOCAL_TYPES = frozenset((I32, F32, I64, F64))
@@ -340,9 +341,14 @@ class Lowering:
         return self.operand(rec, BITS_FORM[rec[1]])
 
     def launder(self, rec: Record) -> Record:
-        """A constant copied into a let, so that expressions using it are not const-expressions."""
+        """A constant copied into a let, so that expressions using it are not const-expressions.
+        With opaque operands a float constant's let is opaque too: a let of a known value is as
+        foldable to the driver as the constant (`0 / -4` came out +0 on lavapipe, not -0)."""
         form = BITS_FORM[rec[1]]
-        return (NUMBER, rec[1], self.let(form, constant_text(rec, form, False)))
+        text = constant_text(rec, form, False)
+        if self.opaque and rec[1] in _FLOAT_TYPES:
+            text = opaque_bits(text, rec[1] in WIDE_TYPES)
+        return (NUMBER, rec[1], self.let(form, text))
 
     def result(self, op: NumericOp, expr: str) -> int:
         """A numeric row's result as a new let; opaque float results pass through the run-time zero."""

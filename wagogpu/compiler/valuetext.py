@@ -58,6 +58,11 @@ def constant_text(rec: Record, form: Form, opaque: bool) -> str:
     return f"bitcast<f32>({bits} | {OPAQUE_ZERO})" if opaque else f"bitcast<f32>({bits})"
 
 
+def opaque_bits(text: str, wide: bool) -> str:
+    """A constant's bit pattern (a u32, or a vec2<u32> when ``wide``) through the run-time zero."""
+    return f"({text} | vec2<u32>({OPAQUE_ZERO}))" if wide else f"({text} | {OPAQUE_ZERO})"
+
+
 def _through_zero(text: str, form: Form, operator: str) -> str:
     """A float value's bits combined with the run-time zero by `operator` (| or ^), as a float again."""
     if form == Form.VALUE:
