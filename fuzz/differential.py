@@ -14,7 +14,10 @@ Properties: the CPU path and plain wasmtime agree bit for bit (every slot, float
 trap alike (same message, same partial writes); when Wasm traps the GPU path answers 1 and the CPU
 runner then traps alike; otherwise the GPU path answers 0 (or 1, a fallback: then bit-exact), its
 integer and copied slots are bit-exact and its float slots differ only within the relaxed_float
-classes of fuzz/floatcmp.py.
+classes of fuzz/floatcmp.py. A kernel outside the reference subset (its WGSL hides float operands
+behind the run-time zero, compiler/valuetext.py) on a software adapter, which neither flushes
+subnormals nor rounds division or square root differently, must give Wasm's floats: only NaNs
+may differ (sign or payload). The driver's folding classes there are a compiler bug.
 
     python fuzz/differential.py --minutes 10
     python fuzz/differential.py --examples 500 --seed 1
@@ -51,12 +54,15 @@ from floatcmp import FloatClass, classify_f16, classify_f32  # noqa: E402
 from flowgen import EXTENDED_BINDINGS, LOCALS, extended_inputs, flow_kernel, flow_programs  # noqa: E402
 from plainmem import PlainRun, PlainRunner  # noqa: E402
 from fuzz_result import FuzzResult, first_of  # noqa: E402
-from wagogpu import Config, Host  # noqa: E402
+from wagogpu import CompileError, Config, Host, compile_buffer_wgsl  # noqa: E402
+from wagogpu.compiler.valuetext import OPAQUE_ZERO  # noqa: E402
 
 KERNEL = flow_kernel(extended=True)
 TYPES = {b.slot: int(b.type) for b in EXTENDED_BINDINGS}
 DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
 FLOAT_SLOTS = {3: classify_f32, 7: classify_f16}  # outputs written with f32 arithmetic
+#: What an opaque kernel's float may differ by on a software adapter (module docstring).
+OPAQUE_ON_SOFTWARE = frozenset((FloatClass.EXACT, FloatClass.NAN_QUIETING))
 COUNTS = [1, 5, 64, 80, 300]
 RECYCLE_EVERY = 150  # fresh hosts now and then, so no cache grows without bound
 RUN_TIMEOUT = 60.0  # lavapipe on a loaded machine can take seconds for one dispatch; the default is 5 s
@@ -148,6 +154,15 @@ def run_host(host: Host, wasm: bytes, case: Case) -> HostRun:
         module.close()
 
 
+def opaque_floats(wasm: bytes) -> bool:
+    """Whether the kernel is outside the reference subset: its WGSL hides float operands from the
+    driver (compiler/valuetext.py). False when it does not compile (the GPU path falls back)."""
+    try:
+        return OPAQUE_ZERO in compile_buffer_wgsl(wasm, KERNEL)
+    except CompileError:
+        return False
+
+
 class Mismatch(AssertionError):
     """A property failed; the message says which, the case is attached for the regression file."""
 
@@ -165,11 +180,12 @@ class Stats:
     fallbacks: Counter = field(default_factory=Counter)  # reason code of non-trapping status-1 dispatches
     timeouts: int = 0  # GPU dispatches past run_timeout (CANCELLED, nothing published, host quarantined)
     floats: Counter = field(default_factory=Counter)  # FloatClass of every differing float word
+    exact_floats: int = 0  # GPU runs held to Wasm's floats (opaque kernels on a software adapter)
 
     def line(self, seconds: float) -> str:
         return (f"{self.examples} examples in {seconds:.1f} s ({self.examples / max(seconds, 1e-9):.2f}/s): "
                 f"{self.gpu_ran} on the GPU, {self.timeouts} past run_timeout, {self.traps} trapping {dict(self.trap_kinds)}, fallbacks {dict(self.fallbacks)}, "
-                f"differing float words {dict(self.floats)}")
+                f"differing float words {dict(self.floats)}, {self.exact_floats} held to Wasm's floats")
 
 
 def _same(a: dict[int, np.ndarray], b: dict[int, np.ndarray]) -> list[int]:
@@ -185,7 +201,9 @@ def check_cpu(cpu: HostRun, plain: PlainRun, case: Case) -> None:
         raise Mismatch(f"CPU path and plain wasmtime differ in slots {bad}", case)
 
 
-def check_gpu(gpu: HostRun, plain: PlainRun, case: Case, stats: Stats) -> None:
+def check_gpu(gpu: HostRun, plain: PlainRun, case: Case, stats: Stats, exact_floats: bool = False) -> None:
+    """The GPU path against plain wasmtime; ``exact_floats``: an opaque kernel on a software adapter
+    (only NaNs may differ)."""
     if gpu.status == 9:  # past run_timeout: CANCELLED is the spec's answer, and nothing may be published
         if bad := _same(gpu.slots, case.arrays()):
             raise Mismatch(f"a CANCELLED dispatch changed slots {bad}", case)
@@ -204,6 +222,7 @@ def check_gpu(gpu: HostRun, plain: PlainRun, case: Case, stats: Stats) -> None:
     if gpu.status != 0:
         raise Mismatch(f"GPU path answered {gpu.status} (outcome {gpu.outcome}, reason {gpu.reason})", case)
     stats.gpu_ran += 1
+    stats.exact_floats += exact_floats
     for slot, got in gpu.slots.items():
         want = plain.slots[slot]
         classify = FLOAT_SLOTS.get(slot) if case.floats else None
@@ -219,6 +238,10 @@ def check_gpu(gpu: HostRun, plain: PlainRun, case: Case, stats: Stats) -> None:
             if cls is FloatClass.OTHER:
                 raise Mismatch(f"GPU slot {slot} element {int(where)}: {int(got[where]):#x}, Wasm "
                                f"{int(want[where]):#x}: outside the relaxed_float classes", case)
+            if exact_floats and cls not in OPAQUE_ON_SOFTWARE:
+                raise Mismatch(f"GPU slot {slot} element {int(where)}: {int(got[where]):#x}, Wasm "
+                               f"{int(want[where]):#x}: {cls.value} in a kernel whose float operands are "
+                               f"opaque, on a software adapter", case)
 
 
 class Differential:
@@ -228,6 +251,7 @@ class Differential:
         self.plain = PlainRunner()
         self.cpu: Host | None = None
         self.gpu: Host | None = None
+        self.software = False  # the GPU host's adapter is a software one (lavapipe)
         self.used = 0
 
     def hosts(self) -> tuple[Host, Host]:
@@ -237,6 +261,7 @@ class Differential:
             self.gpu = Host(Config(kernels=[KERNEL], allow_software_adapter=True, run_timeout=RUN_TIMEOUT))
             if self.gpu.buffer_snapshot().device_state != "USABLE":
                 raise RuntimeError(f"no GPU adapter opened: {self.gpu.buffer_snapshot().reason}")
+            self.software = self.gpu.device.info.is_software
         self.used += 1
         return self.cpu, self.gpu
 
@@ -250,7 +275,7 @@ class Differential:
             stats.trap_kinds[plain.trap] += 1
         check_cpu(run_host(cpu, wasm, case), plain, case)
         gpu_run = run_host(gpu, wasm, case)
-        check_gpu(gpu_run, plain, case, stats)
+        check_gpu(gpu_run, plain, case, stats, case.floats and self.software and opaque_floats(wasm))
         if gpu_run.status == 9:
             self.used = RECYCLE_EVERY  # the timeout quarantined the device: fresh hosts next time
         elif gpu.buffer_snapshot().device_state != "USABLE":

@@ -89,3 +89,28 @@ def test_a_wrong_gpu_answer_or_a_published_trap_is_reported():
         differential.check_gpu(_run(0, want), trapping, case, stats)
     with pytest.raises(differential.Mismatch, match="runner trapped"):
         differential.check_gpu(_run(1, want, "wasm trap: INTEGER_OVERFLOW"), trapping, case, stats)
+
+
+def test_an_opaque_kernel_on_a_software_adapter_is_held_to_wasms_floats():
+    """Outside the reference subset a software adapter must give Wasm's floats (NaNs aside): a
+    folded value there is a compiler bug, not relaxed_float's freedom."""
+    case = differential.Case("", True, 1, 1, {s: [0] for s in range(8)})
+    plain = differential.PlainRun({3: np.array([0x80000000], "<u4")}, None, -1)  # Wasm: -0
+    folded = _run(0, {3: np.array([0x00000000], "<u4")})  # +0: a fold of 0 / -4
+    stats = differential.Stats()
+    differential.check_gpu(folded, plain, case, stats)  # relaxed_float allows it in the reference subset
+    with pytest.raises(differential.Mismatch, match="constant-folding in a kernel whose float operands are opaque"):
+        differential.check_gpu(folded, plain, case, stats, exact_floats=True)
+    nans = differential.PlainRun({3: np.array([0x7FC00000], "<u4")}, None, -1)
+    differential.check_gpu(_run(0, {3: np.array([0xFFC00000], "<u4")}), nans, case, stats, exact_floats=True)
+    assert stats.exact_floats == 2 and stats.floats["constant-folding"] == 2
+
+
+def test_opaque_floats_tells_the_reference_subset_from_the_rest():
+    import wasmtime
+
+    write = ("(call $writeBufferF32 (call $getBuffer (i32.const 3)) (local.get $i) (f32.mul "
+             "(call $readBufferF32 (call $getBuffer (i32.const 1)) (local.get $i)) (f32.const 0)))")
+    straight, blocked = (wasmtime.wat2wasm(differential.guest_wat(body)) for body in (write, f"(block $b {write})"))
+    assert not differential.opaque_floats(straight) and differential.opaque_floats(blocked)
+    assert not differential.opaque_floats(b"\0asm\1\0\0\0")  # does not compile: no GPU run to hold
