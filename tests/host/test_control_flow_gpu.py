@@ -296,6 +296,29 @@ def test_a_constant_only_operation_is_not_folded_outside_the_reference_subset(gp
         assert np.array_equal(job.outputs[3], want)  # the zero's sign too
 
 
+def test_a_select_of_float_constants_is_not_folded_outside_the_reference_subset(gpu, cpu):
+    """A select of two float constants under a condition the driver can decide (a br_if always
+    taken): its constants are hidden like any other float constant, else the driver knows the
+    result is 0 and folds `0 * sqrt(|x|)` to 0 where Wasm gives NaN for an infinite x (found by
+    fuzz/differential.py)."""
+    decided = "(block (result i32) (drop (br_if 0 (i32.const 1) (i32.const 1))) (i32.const 0))"
+    assert_specials_as_wasm(gpu, cpu, wr(3, "F32", f"(f32.mul (select (f32.const 0) (f32.const 1) {decided}) {_SQRT_ABS})"))
+
+
+def test_a_value_the_driver_knows_to_be_zero_keeps_its_second_copy_opaque(gpu, cpu):
+    """`-0 * f32(i - i)`: the driver knows the conversion is 0, so its OR with the run-time zero is
+    that zero, and an XOR with the same word would give a known 0 back (`x * 0` folded to +0 on
+    lavapipe, where Wasm gives -0); the second copy's XOR uses another zero word (found by
+    fuzz/differential.py)."""
+    known_zero = "(f32.convert_i32_s (i32.sub (local.get $i) (local.get $i)))"
+    body = f"(block $b {wr(3, 'F32', f'(f32.mul (f32.const -0) {known_zero})')})"
+    count = 64
+    inputs = inputs_for(count, range(count))
+    job, ref = run_job(gpu, body, flow_kernel(), inputs, count), run_job(cpu, body, flow_kernel(), inputs, count)
+    assert (job.status, ref.status) == (Status.OK, Status.CPU_FALLBACK)
+    assert ref.outputs[3].tolist() == [0x80000000] * count and np.array_equal(job.outputs[3], ref.outputs[3])
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @pytest.mark.slow

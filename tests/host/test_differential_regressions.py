@@ -12,6 +12,16 @@ trips each (each far below 65,535) whose second loop stopped after 23,137 trips 
 status 0 (tests/fixtures/fuzz/differential-two-loops-cut.json, kept as found). Reduced: two loops
 of 32,768 trips give 65,533 instead of 65,536. A probe that measures one loop's cut and a budget
 per loop would not catch it; the budget must count every loop of the invocation together.
+
+Folded floats outside the reference subset: once the fuzzer held kernels whose float operands are
+opaque to the driver to Wasm's floats on a software adapter, it found `y * max(sqrt(|h|), -2.5)`
+with y a select of two float constants under a condition the driver can decide: the select's
+constants were bare bits, so lavapipe knew y = 0 and folded `0 * inf` to 0 where Wasm gives NaN
+(tests/fixtures/fuzz/differential-select-of-constants-folded.json, kept as found; reduced in
+tests/host/test_control_flow_gpu.py). Then `(floor(-0) * y) * f32((i - i) >> 28)`, -0 in Wasm and
++0 on lavapipe: the driver knew the conversion was 0, so `0 | z` was z and the second copy's
+`z ^ z` a known 0 (differential-known-zero-second-copy.json; the second copy now XORs another zero
+word).
 """
 from __future__ import annotations
 
@@ -58,3 +68,12 @@ def test_two_loops_share_no_cut(diff, trips):
 def test_the_two_loop_program_as_found(diff):
     path = Path(__file__).resolve().parents[1] / "fixtures" / "fuzz" / "differential-two-loops-cut.json"
     diff.check(differential.Case.from_json(path.read_text()), differential.Stats())
+
+
+@pytest.mark.parametrize("name", ["differential-select-of-constants-folded.json",
+                                  "differential-known-zero-second-copy.json"])
+def test_a_folded_float_outside_the_reference_subset_as_found(diff, name):
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "fuzz" / name
+    stats = differential.Stats()
+    diff.check(differential.Case.from_json(path.read_text()), stats)
+    assert stats.gpu_ran == 1 and stats.exact_floats == (1 if diff.software else 0)

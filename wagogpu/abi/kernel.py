@@ -182,5 +182,7 @@ def parameter_block(count: int, loop_budget: int = 0) -> bytes:
 
     The reference's block is {count, 0, 0, 0} (docs/design/abi.md §4.6); its kernels read only the count. A
     kernel with loops starts its `fuel` at params.pad0 (LOOP_BUDGET_FIELD), so a budget of 0 makes
-    its first loop pass raise KernelError.LOOP_BUDGET: the dispatch then falls back to the CPU."""
+    its first loop pass raise KernelError.LOOP_BUDGET: the dispatch then falls back to the CPU.
+    The two zero words are the run-time zeros of opaque float operands (params.pad1, params.pad2:
+    compiler/valuetext.py): they must stay 0."""
     return struct.pack("<4I", count, loop_budget, 0, 0)

@@ -37,12 +37,11 @@ from .names import NameKind, described
 from .numeric import NumericOp
 from .reader import Reader
 from .records import (BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, V_NAMES, VALUE_LET, VALUE_OF_BITS, WGSL_TYPE,
-                      WIDE_TYPES, Form, Record)
-from .valuetext import constant_text, converted, needs_second_copy, opaque_bits, opaque_result, second_copy
+                      Form, Record)
+from .valuetext import constant_text, converted, needs_second_copy, opaque_result, second_copy
 
 INVALID = CompileErrorKind.INVALID_CONTRACT
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED
-_FLOAT_TYPES = frozenset((F32, F64))
 LIMIT = CompileErrorKind.LIMIT
 BITS, VALUE, PAIR, DOUBLE = Form.BITS, Form.VALUE, Form.PAIR, Form.DOUBLE  # (enum lookups are slow in 3.11)
 LOCAL_TYPES = frozenset((I32, F32, I64, F64))
@@ -342,13 +341,10 @@ class Lowering:
 
     def launder(self, rec: Record) -> Record:
         """A constant copied into a let, so that expressions using it are not const-expressions.
-        With opaque operands a float constant's let is opaque too: a let of a known value is as
-        foldable to the driver as the constant (`0 / -4` came out +0 on lavapipe, not -0)."""
+        With opaque operands a float constant's let is opaque too (constant_text): a let of a known
+        value is as foldable to the driver as the constant (`0 / -4` came out +0 on lavapipe)."""
         form = BITS_FORM[rec[1]]
-        text = constant_text(rec, form, False)
-        if self.opaque and rec[1] in _FLOAT_TYPES:
-            text = opaque_bits(text, rec[1] in WIDE_TYPES)
-        return (NUMBER, rec[1], self.let(form, text))
+        return (NUMBER, rec[1], self.let(form, constant_text(rec, form, self.opaque)))
 
     def result(self, op: NumericOp, expr: str) -> int:
         """A numeric row's result as a new let; opaque float results pass through the run-time zero."""
