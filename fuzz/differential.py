@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.monotonic() - t0
     print(FuzzResult("differential", stats.examples, seconds, failures,
                      {"gpu_ran": stats.gpu_ran, "timeouts": stats.timeouts, "traps": dict(stats.trap_kinds), "fallbacks": dict(stats.fallbacks),
-                      "float_classes": dict(stats.floats)}).line(), flush=True)
+                      "float_classes": dict(stats.floats), "exact_floats": stats.exact_floats}).line(), flush=True)
     return 1 if failures else 0
 
 
