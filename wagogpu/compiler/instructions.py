@@ -19,7 +19,7 @@ from .lowering import BITS, LOCAL_TYPES, UNSUPPORTED, Lowering
 from .ops import SATURATING, NumericOp
 from .records import BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, VAR, local_var
 from .shadow import address_arith
-from .valuetext import needs_second_copy, second_copy
+from .valuetext import second_copy
 
 
 
@@ -115,7 +115,7 @@ def numeric(st: Lowering, op: NumericOp) -> None:
     texts = [st.operand(a, form) for a, form in zip(args, op.forms)]
     if op.trap:
         st.raise_error_if(op.trap.format(*texts), KernelError.TRAP)
-    if st.opaque and op.rounding and len(args) == 2 and needs_second_copy(args[0], args[1]):
+    if st.opaque and op.rounding and len(args) == 2:
         texts[1] = second_copy(texts[1], op.forms[1])  # two values to the driver, even if equal
     st.helpers.update(op.helpers)
     st.stack.append((NUMBER, op.result, st.result(op, op.expr.format(*texts))))

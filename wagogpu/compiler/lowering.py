@@ -38,7 +38,7 @@ from .numeric import NumericOp
 from .reader import Reader
 from .records import (BITS_FORM, CONSTANT, FRAME, HANDLE, INDEX, NUMBER, V_NAMES, VALUE_LET, VALUE_OF_BITS, WGSL_TYPE,
                       Form, Record)
-from .valuetext import constant_text, converted, needs_second_copy, opaque_result, second_copy
+from .valuetext import constant_text, converted, opaque_result, second_copy
 
 INVALID = CompileErrorKind.INVALID_CONTRACT
 UNSUPPORTED = CompileErrorKind.UNSUPPORTED
@@ -271,9 +271,7 @@ class Lowering:
         def emit_node(n: int) -> None:
             op, left, right = nodes[n]
             ltext = self.operand(left, VALUE)
-            rtext = self.operand(right, VALUE)
-            if needs_second_copy(left, right):
-                rtext = second_copy(rtext, VALUE)
+            rtext = second_copy(self.operand(right, VALUE), VALUE)
             depth[n] = 0
             self.code.extend((self.value_let[n], opaque_result(ltext + op.infix + rtext, VALUE), ";\n"))
 

@@ -9,12 +9,12 @@ Outside the reference subset, every float constant (as a value or as its bits: a
 constants under a condition the driver can decide, or a let of one, is as foldable as the
 constant) and every float result of rounding arithmetic passes through an integer OR with a
 parameter-block word that is zero at run time but that no compiler can know (OPAQUE_ZERO). The
-second operand of every binary rounding op (a constant aside, opaque already) passes through an
-XOR with another such word (SECOND_ZERO), so the two operands are different values to the driver
-even when it can prove them equal: the same record, or two computations of one value that it
-merges (`sqrt(|x|) - sqrt(|x|)` over two reads of one element folded to +0 on lavapipe, where
-Wasm gives NaN for an infinite x). Integer ORs and XORs with zero are exact, so the answer is
-unchanged; only the driver's freedom to rewrite it is gone.
+second operand of every binary rounding op passes through an XOR with another such word
+(SECOND_ZERO), so the two operands are different values to the driver even when it can prove them
+equal: the same record, two computations of one value that it merges (`sqrt(|x|) - sqrt(|x|)`
+over two reads of one element folded to +0 on lavapipe, where Wasm gives NaN for an infinite x),
+or two copies of one constant (`0 / 0` came out 1 on the H200). Integer ORs and XORs with zero
+are exact, so the answer is unchanged; only the driver's freedom to rewrite it is gone.
 """
 from __future__ import annotations
 
@@ -79,13 +79,6 @@ def _through_zero(text: str, form: Form, operator: str, zero: str) -> str:
 def opaque_result(expr: str, form: Form) -> str:
     """A float result the driver cannot reassociate across (integer OR with the run-time zero)."""
     return _through_zero(expr, form, "|", OPAQUE_ZERO)
-
-
-def needs_second_copy(left: Record, right: Record) -> bool:
-    """Whether a binary rounding op's second operand goes through second_copy: always, except a
-    constant other than the first operand (opaque already by its OR, and no value the driver can
-    prove equal to the first)."""
-    return right[0] != CONSTANT or left == right
 
 
 def second_copy(text: str, form: Form) -> str:
