@@ -265,7 +265,7 @@ class Lowering:
 
     def _opaque_node_emitter(self) -> Callable[[int], None]:
         """emit_node for opaque float operands (valuetext.py): the same statements, each result
-        through the run-time zero and the second operand a distinct copy (valuetext.py)."""
+        through the run-time zero and the second operand a distinct copy."""
         depth, nodes = self.depth, self.nodes
 
         def emit_node(n: int) -> None:
