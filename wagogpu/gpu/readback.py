@@ -178,7 +178,7 @@ class Readback:
             ahead = self._take_copy(src, nbytes, keep) if self.copies else None
             parts: list[_Part]
             if ahead is not None and faults is None:
-                return self._ahead_out(ahead, nbytes, out)
+                return self._ahead_out(ahead, nbytes, out, deadline)
             if ahead is not None:
                 assert ahead.cell is not None  # (_take_copy hands out resolved copies only)
                 parts = [(0, nbytes, ahead.obj, ahead.cell)]
@@ -189,7 +189,7 @@ class Readback:
             core.lock.release()
         return self._finish(staging, nbytes, deadline, parts, out, ahead, keep, sink)
 
-    def _ahead_out(self, entry: PooledBuffer, nbytes: int, out: np.ndarray | None) -> np.ndarray:
+    def _ahead_out(self, entry: PooledBuffer, nbytes: int, out: np.ndarray | None, deadline: float) -> np.ndarray:
         """A read served by its resolved read-ahead copy, with no fault injector (lock held since
         the copy was found): its one mapped piece is read out, unmapped and given back at once,
         with no wait (it resolved) and _finish's outcomes: a loss since the read's first check or
@@ -198,12 +198,11 @@ class Readback:
         frame for the general path's _finish, _pieces_out, _mapped and wait.)"""
         core = self._core
         backend = core.backend
-        entry.cell = None
+        cell, entry.cell = entry.cell, None
         address = 0 if core.flags.lost else backend.read_address(entry.obj, 0, nbytes)
-        if address == 0:
-            backend.unmap(entry.obj)
-            del core.flags.errors[:]
-            self._pool.free(entry)
+        if address == 0:  # (cleaned up as the general path's failures are)
+            assert cell is not None  # (_take_copy hands out resolved copies only)
+            self._settle([(0, nbytes, entry.obj, cell)], deadline, entry)
             core.check_usable(True)
             raise DeviceFailure(FailureStage.MAP, "the mapped range is not available", True)
         if out is None:
