@@ -38,6 +38,7 @@ from .table import InstanceBuffers
 from .transaction import DispatchPlan, Transaction, Upload
 
 _GPU = attrgetter("gpu")
+_HINT = attrgetter("readahead_hint")
 _FIRST = itemgetter(0)
 #: An input is resident when its device copy is current and nothing is lost; uploadable from its
 #: CPU copy when that is current and nothing is lost.
@@ -82,8 +83,9 @@ class SteadyPlan:
                   and plan.memory < 0)
         self.count = lengths.pop() if served else -1
         self.grid = workgroup_grid(self.count) if served else (0, 0)
-        # (parameter block, storage handles..., read-ahead handles...) -> the ExecutePlan for them
-        # (the storage count is fixed, so the key splits one way only; oldest first).
+        # (parameter block, read-ahead bound, inputs' and outputs' handles..., outputs' read-ahead
+        # hints...) -> the ExecutePlan for them (the counts are fixed, so the key splits one way
+        # only; oldest first).
         self.phases: dict[tuple[BufferHandle, ...], ExecutePlan] = {}
 
     def take(self, inst: InstanceBuffers, readahead_max: int, profile: bool) -> Taken | None:
@@ -132,33 +134,40 @@ class SteadyPlan:
     def _execute_plan(self, uniform: BufferHandle, taken: list[Scratch], took_uploads: list[Upload] | None,
                       readahead_max: int, profile: bool) -> ExecutePlan:
         """The ExecutePlan of this dispatch: without uploads, one handed the device before for
-        exactly these handles (storage, parameter block, read-ahead), or a new one, kept; with
-        uploads (fresh views of the CPU copies) a new one."""
-        # (Plain loops and C-level maps: a comprehension is a frame of its own on every dispatch.)
-        storage: list[BufferHandle] = list(map(_GPU, self.inputs))  # (take() saw every one)
-        storage += map(_FIRST, taken)
-        if self.order is not None:
-            storage = list(map(storage.__getitem__, self.order))
-        readahead = []
-        for buf, scratch in zip(self.written, taken):
-            if buf.readahead_hint and scratch[1] <= readahead_max:
-                readahead.append(scratch[0])
+        exactly these handles and read-ahead choices, or a new one, kept; with uploads (fresh views
+        of the CPU copies) a new one. (The kept one is found from the handles and the read-ahead
+        hints alone: the storage list and read-ahead list are built only for a new plan.)"""
         if took_uploads:
             uploads = []
             for u in took_uploads:
                 uploads.append((u.gpu, u.start * u.buf.gpu_stride, u.words))
+            storage, readahead = self._bindings(taken, readahead_max)
             return ExecutePlan(self.plan.pipeline, uniform, None, storage, uploads, (), self.grid, profile, None,
                                readahead)
         phases = self.phases
-        key = (uniform, *storage, *readahead)
+        key = (uniform, readahead_max, *map(_GPU, self.inputs), *map(_FIRST, taken), *map(_HINT, self.written))
         execute = phases.get(key)
         if execute is None:
+            storage, readahead = self._bindings(taken, readahead_max)
             execute = ExecutePlan(self.plan.pipeline, uniform, None, storage, (), (), self.grid, profile, None,
                                   readahead)
             if len(phases) >= MAX_PHASES:
                 del phases[next(iter(phases))]
             phases[key] = execute
         return execute
+
+    def _bindings(self, taken: list[Scratch], readahead_max: int) -> tuple[list[BufferHandle], list[BufferHandle]]:
+        """The storage handles in binding order (inputs' device copies, the outputs' scratch), and
+        the scratch to read ahead: each output that asks for it and is small enough."""
+        storage: list[BufferHandle] = list(map(_GPU, self.inputs))  # (take() saw every one)
+        storage += map(_FIRST, taken)
+        if self.order is not None:
+            storage = list(map(storage.__getitem__, self.order))
+        readahead = []
+        for buf, scratch in zip(self.written, taken):  # (a loop: a comprehension is a frame of its own)
+            if buf.readahead_hint and scratch[1] <= readahead_max:
+                readahead.append(scratch[0])
+        return storage, readahead
 
     def transaction(self, inst: InstanceBuffers, deadline: float, op: BufferOperation, took: Taken) -> Transaction:
         """The Transaction the plan phase would have made, for the ways back (unwind, fail);

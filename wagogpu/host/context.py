@@ -50,7 +50,9 @@ class OperationLog:
         self.legacy_successes = 0
         self.legacy_fallbacks = 0
 
-    def record(self, op: BufferOperation) -> None:
+    def record(self, op: BufferOperation, counted: bool = True) -> None:
+        """Keep op as Last (and Last dispatch, Last failure where it is one); add its counters to
+        Totals unless the caller knows it holds none (``counted`` False)."""
         self.sequence += 1
         op.sequence = self.sequence
         self.last = op
@@ -58,7 +60,8 @@ class OperationLog:
             self.last_dispatch = op
         if op.status > LAST_SUCCESS_STATUS:
             self.last_failure = op
-        self.totals.add(op)
+        if counted:
+            self.totals.add(op)
 
 
 @dataclass(eq=False)
