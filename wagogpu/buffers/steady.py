@@ -25,7 +25,6 @@ dispatch binds.
 """
 from __future__ import annotations
 
-from operator import attrgetter, itemgetter
 
 from ..abi import accessor as acc
 from ..abi.kernel import workgroup_grid
@@ -37,9 +36,6 @@ from .records import FLAGS_WORD, Buffer
 from .table import InstanceBuffers
 from .transaction import DispatchPlan, Transaction, Upload
 
-_GPU = attrgetter("gpu")
-_HINT = attrgetter("readahead_hint")
-_FIRST = itemgetter(0)
 #: An input is resident when its device copy is current and nothing is lost; uploadable from its
 #: CPU copy when that is current and nothing is lost.
 _RESIDENT_MASK = acc.GPU_CURRENT | acc.LOST
@@ -83,9 +79,8 @@ class SteadyPlan:
                   and plan.memory < 0)
         self.count = lengths.pop() if served else -1
         self.grid = workgroup_grid(self.count) if served else (0, 0)
-        # (parameter block, read-ahead bound, inputs' and outputs' handles..., outputs' read-ahead
-        # hints...) -> the ExecutePlan for them (the counts are fixed, so the key splits one way
-        # only; oldest first).
+        # take()'s key (see _execute_plan) -> the ExecutePlan for it (the counts are fixed, so
+        # the key splits one way only; oldest first).
         self.phases: dict[tuple[BufferHandle, ...], ExecutePlan] = {}
 
     def take(self, inst: InstanceBuffers, readahead_max: int, profile: bool) -> Taken | None:
@@ -104,10 +99,14 @@ class SteadyPlan:
             return None
         uploads: list[Upload] | None = None
         transient = 0
+        # The kept ExecutePlan's key, built while the checks read what it holds (a plain list:
+        # map() over a tuple this short costs more than the loop, about 150 ns each here).
+        key: list[object] = [uniform, readahead_max]
         for buf in self.inputs:
             rec = buf.record
             flags = rec.words[FLAGS_WORD]
             gpu = buf.gpu
+            key.append(gpu)
             if flags & _RESIDENT_MASK == _GPU_CURRENT and gpu is not None:
                 continue
             if flags & _UPLOADABLE_MASK != _CPU_CURRENT or gpu is None or buf.stage is not None:
@@ -121,6 +120,7 @@ class SteadyPlan:
         for buf in self.written:
             if buf.parked is not None or buf.record.words[FLAGS_WORD] & _LOST:
                 return None  # (a parked output may be written in place: plan_slots decides)
+            key.append(buf.readahead_hint)
         if transient and not inst.fits(transient):
             return None  # (a charge that evicts: plan_slots makes it, in its order)
         taken = d.take_idle_outputs(self.sizes)
@@ -128,15 +128,18 @@ class SteadyPlan:
             return None
         if transient:
             inst.reserve(transient)  # (it fits: nothing is evicted)
-        return self._execute_plan(uniform, taken, uploads, readahead_max, profile), taken, uploads or _NO_UPLOADS, \
-            transient
+        for scratch in taken:
+            key.append(scratch[0])
+        return self._execute_plan(uniform, taken, uploads, readahead_max, profile, key), taken, \
+            uploads or _NO_UPLOADS, transient
 
     def _execute_plan(self, uniform: BufferHandle, taken: list[Scratch], took_uploads: list[Upload] | None,
-                      readahead_max: int, profile: bool) -> ExecutePlan:
+                      readahead_max: int, profile: bool, key: list[object]) -> ExecutePlan:
         """The ExecutePlan of this dispatch: without uploads, one handed the device before for
         exactly these handles and read-ahead choices, or a new one, kept; with uploads (fresh views
-        of the CPU copies) a new one. (The kept one is found from the handles and the read-ahead
-        hints alone: the storage list and read-ahead list are built only for a new plan.)"""
+        of the CPU copies) a new one. ``key`` is take()'s (parameter block, read-ahead bound, the
+        inputs' device copies, the outputs' read-ahead hints, their scratch): a kept plan is found
+        from it alone, and the storage and read-ahead lists are built only for a new one."""
         if took_uploads:
             uploads = []
             for u in took_uploads:
@@ -145,28 +148,32 @@ class SteadyPlan:
             return ExecutePlan(self.plan.pipeline, uniform, None, storage, uploads, (), self.grid, profile, None,
                                readahead)
         phases = self.phases
-        key = (uniform, readahead_max, *map(_GPU, self.inputs), *map(_FIRST, taken), *map(_HINT, self.written))
-        execute = phases.get(key)
+        kept = tuple(key)
+        execute = phases.get(kept)
         if execute is None:
             storage, readahead = self._bindings(taken, readahead_max)
             execute = ExecutePlan(self.plan.pipeline, uniform, None, storage, (), (), self.grid, profile, None,
                                   readahead)
             if len(phases) >= MAX_PHASES:
                 del phases[next(iter(phases))]
-            phases[key] = execute
+            phases[kept] = execute
         return execute
 
     def _bindings(self, taken: list[Scratch], readahead_max: int) -> tuple[list[BufferHandle], list[BufferHandle]]:
         """The storage handles in binding order (inputs' device copies, the outputs' scratch), and
         the scratch to read ahead: each output that asks for it and is small enough."""
-        storage: list[BufferHandle] = list(map(_GPU, self.inputs))  # (take() saw every one)
-        storage += map(_FIRST, taken)
-        if self.order is not None:
-            storage = list(map(storage.__getitem__, self.order))
+        # (Plain loops: a comprehension is a frame of its own, and map() over a tuple this short
+        # costs more than the loop.)
+        storage: list[BufferHandle] = []
+        for buf in self.inputs:
+            storage.append(buf.gpu)  # (take() saw every one)
         readahead = []
-        for buf, scratch in zip(self.written, taken):  # (a loop: a comprehension is a frame of its own)
+        for buf, scratch in zip(self.written, taken):
+            storage.append(scratch[0])
             if buf.readahead_hint and scratch[1] <= readahead_max:
                 readahead.append(scratch[0])
+        if self.order is not None:
+            storage = [storage[i] for i in self.order]
         return storage, readahead
 
     def transaction(self, inst: InstanceBuffers, deadline: float, op: BufferOperation, took: Taken) -> Transaction:
