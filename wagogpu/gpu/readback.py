@@ -47,8 +47,16 @@ class Readback:
 
     def invalidate(self, plan: ExecutePlan) -> None:
         """Drop the copies of every buffer ``plan``'s submission may write."""
-        for h in (*plan.storage, *(up[0] for up in plan.uploads), *(seed[1] for seed in plan.seeds)):
-            self.drop(h.id)
+        copies = self.copies  # (asked per handle, plain loops: this runs on every dispatch with copies)
+        for h in plan.storage:
+            if h.id in copies:
+                self.drop(h.id)
+        for up in plan.uploads:
+            if up[0].id in copies:
+                self.drop(up[0].id)
+        for seed in plan.seeds:
+            if seed[1].id in copies:
+                self.drop(seed[1].id)
 
     def record_ahead(self, enc: Any, handles: Sequence[BufferHandle]) -> list[tuple[BufferHandle, PooledBuffer]]:
         """Record a copy of each small enough live handle into a pooled readback buffer."""

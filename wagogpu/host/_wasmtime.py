@@ -304,11 +304,13 @@ def _trampoline(env: Raw, caller_ptr: Raw, slots: Raw, n: int) -> Raw:
             out = f.fn(caller, *f.unpack(raw))
         else:
             out = f.fn(*f.unpack(raw))
-        values = (out,) if f.single else out if f.result_kinds else ()
         try:
-            f.pack(raw, 0, *values)
+            if f.single:  # (the common case, without a tuple of one)
+                f.pack(raw, 0, out)
+            elif f.result_kinds:
+                f.pack(raw, 0, *out)
         except struct.error:  # an unsigned spelling (0xFFFFFFFF for -1), as calls accept, or a bad value
-            f.pack(raw, 0, *f.signed(values))
+            f.pack(raw, 0, *f.signed((out,) if f.single else out))
         return _NULL
     except BaseException as exc:  # noqa: BLE001 - relayed to the call that ran it (this thread's)
         relay(exc)
