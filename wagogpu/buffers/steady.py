@@ -81,7 +81,7 @@ class SteadyPlan:
         self.grid = workgroup_grid(self.count) if served else (0, 0)
         # take()'s key (see _execute_plan) -> the ExecutePlan for it (the counts are fixed, so
         # the key splits one way only; oldest first).
-        self.phases: dict[tuple[BufferHandle, ...], ExecutePlan] = {}
+        self.phases: dict[tuple[object, ...], ExecutePlan] = {}
 
     def take(self, inst: InstanceBuffers, readahead_max: int, profile: bool) -> Taken | None:
         """What a dispatch of this plan's count needs in the steady state, taken (as plan_slots and
@@ -166,7 +166,9 @@ class SteadyPlan:
         # costs more than the loop.)
         storage: list[BufferHandle] = []
         for buf in self.inputs:
-            storage.append(buf.gpu)  # (take() saw every one)
+            gpu = buf.gpu
+            assert gpu is not None  # (take() saw every one)
+            storage.append(gpu)
         readahead = []
         for buf, scratch in zip(self.written, taken):
             storage.append(scratch[0])
