@@ -76,10 +76,12 @@ class DeviceResources:
         idle = self.idle_outputs
         taken: list[Scratch] = []
         for size in sizes:
-            for i, scratch in enumerate(idle):
+            i = 0  # (counted by hand: an enumerate object per output costs more than the count)
+            for scratch in idle:
                 if scratch[1] == size:
                     taken.append(idle.pop(i))
                     break
+                i += 1
             else:
                 idle.extend(taken)
                 return None

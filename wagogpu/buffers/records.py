@@ -146,7 +146,7 @@ class BufferRecord:
         """A committed GPU write: only the device copy is current, one version later (the words
         indexed directly: this runs on every dispatch)."""
         w = self.words
-        w[_FLAGS] = (w[_FLAGS] | acc.GPU_CURRENT) & _NOT_CPU_OR_DIRTY
+        w[_FLAGS] = (w[_FLAGS] | _GPU_CURRENT) & _NOT_CPU_OR_DIRTY
         low = w[_VERSION]
         if low < U32:
             w[_VERSION] = low + 1
@@ -168,6 +168,7 @@ _DIRTY_START = BufferRecord.dirty_start.word
 _DIRTY_END = BufferRecord.dirty_end.word
 FLAGS_WORD = _FLAGS
 _NOT_CPU_OR_DIRTY = U32 & ~(acc.CPU_CURRENT | acc.DIRTY)
+_GPU_CURRENT = acc.GPU_CURRENT  # (a global: read on every dispatch)
 _NOT_LOST = U32 & ~acc.LOST
 
 

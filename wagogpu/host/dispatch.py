@@ -116,7 +116,7 @@ class DispatchImport(ImportGroup):
                 repeated = ctx.dispatcher.repeat(buffers, steady, call.deadline, call.op)
                 if repeated is not None:
                     if repeated.end is _PUBLISHED:  # (its only counters are the uploads')
-                        return self._finish(call, _OK, outcome=_OUTCOME_GPU, counted=call.op.upload_count > 0)
+                        return self._finish(call, _OK, _OUTCOME_GPU, _NO_REASON, "", call.op.upload_count > 0)
                     return self._not_published(call, *known.checked, count, repeated)
         checked = self._validate(call, kernel_id, count)
         if isinstance(checked, int):
