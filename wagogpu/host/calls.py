@@ -49,6 +49,7 @@ STATUS_REASONS: dict[int, str] = {
     Status.INVALID_STATE: "the instance or its host is closed",
 }
 _new = object.__new__
+_clock = time.perf_counter  # (a global: read twice on every import)
 #: The stage durations, read at once: an invalid profile leaves them at their class default, 0.0.
 #: (The record is filled attribute by attribute: reaching its __dict__ would make CPython 3.11
 #: give up the instance's inline values, about 1 us per import here.)
@@ -177,7 +178,7 @@ class ImportGroup:
         call.op = op
         call.started = started
         call.deadline = started + self.ctx.config.run_timeout
-        op.queue_wait = time.perf_counter() - started
+        op.queue_wait = _clock() - started
         self._check_loss()
         pending = self._pending
         if pending.dispatches and pending.overdue():  # pipelined work waited on too long: settle it
@@ -217,7 +218,7 @@ class ImportGroup:
             reason = reason or end.reason
         op.reason_code = reason_code
         op.reason = reason
-        op.total = time.perf_counter() - call.started
+        op.total = _clock() - call.started
         if op.download_count and self.ctx.config.placement == MEASURED:
             self.ctx.costs.note_readbacks(op)  # measured readbacks feed placement's copy line (before the zeroing below)
         if self.ctx.config.profile_stages and success and op.transfer_counts_complete:
