@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from wagogpu import Access, BindingConfig, Config, ElementType, Host, KernelConfig
+from wagogpu.diagnostics import COUNTER_NAMES
+from wagogpu.host.context import OperationLog
 
 
 def kernel(kernel_id: int = 1, name: str = "double", bindings=None, relaxed_float: bool = True,
@@ -28,3 +30,18 @@ def make_host():
     yield make
     for host in hosts:
         host.close()
+
+
+@pytest.fixture(autouse=True)
+def counters_named_right(monkeypatch):
+    """Every record added to Totals by a named counter group (OperationLog.record's ``counters``)
+    holds no counter outside it: a group that missed one would leave Totals short, silently."""
+    real = OperationLog.record
+
+    def record(self, op, counters=None):
+        if counters is not None:
+            held = {name for name in COUNTER_NAMES if op.__dict__.get(name)}
+            assert held <= set(counters), f"{op.import_name} holds {sorted(held - set(counters))} outside {counters}"
+        return real(self, op, counters)
+
+    monkeypatch.setattr(OperationLog, "record", record)

@@ -202,11 +202,11 @@ class ImportGroup:
                 f"({buf.type.name}, {buf.length} elements)")
 
     def _finish(self, call: ImportCall, status: int, outcome: Outcome | None = None,
-                reason_code: ReasonCode = ReasonCode.NONE, reason: str = "", counted: bool = True) -> int:
-        """Record Last (every non-scalar import, every status) and add this call's counters to Totals.
-        ``counted`` False: the caller knows the record holds no counter (the repeat route with
-        nothing uploaded), so Totals are left as they are (adding a record reads its __dict__,
-        about 0.45 us on the 2-core machine, for nothing)."""
+                reason_code: ReasonCode = ReasonCode.NONE, reason: str = "",
+                counters: tuple[str, ...] | None = None) -> int:
+        """Record Last (every non-scalar import, every status) and add this call's counters to
+        Totals: ``counters`` names the group the caller knows the record can hold (see
+        diagnostics.SET_COUNTERS; NO_COUNTERS leaves Totals as they are), None any it holds."""
         op = call.op
         end = ENDINGS[status]  # (one entry: no enum conversion, no dict asked, per call)
         op.status = code = end.code
@@ -228,5 +228,5 @@ class ImportGroup:
             if any(_stage_times(op)):  # (one C call; most records time no stage, or time it at 0.0)
                 for name in STAGE_FIELDS:
                     setattr(op, name, 0.0)  # the class's default
-        self.ctx.log.record(op, counted)
+        self.ctx.log.record(op, counters)
         return code

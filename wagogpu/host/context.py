@@ -50,9 +50,10 @@ class OperationLog:
         self.legacy_successes = 0
         self.legacy_fallbacks = 0
 
-    def record(self, op: BufferOperation, counted: bool = True) -> None:
+    def record(self, op: BufferOperation, counters: tuple[str, ...] | None = None) -> None:
         """Keep op as Last (and Last dispatch, Last failure where it is one); add its counters to
-        Totals unless the caller knows it holds none (``counted`` False)."""
+        Totals: any it holds, or only ``counters`` where the caller knows it can hold no other
+        (NO_COUNTERS: none)."""
         self.sequence += 1
         op.sequence = self.sequence
         self.last = op
@@ -60,8 +61,8 @@ class OperationLog:
             self.last_dispatch = op
         if op.status > LAST_SUCCESS_STATUS:
             self.last_failure = op
-        if counted:
-            self.totals.add(op)
+        if counters is None or counters:
+            self.totals.add(op, counters)
 
 
 @dataclass(eq=False)

@@ -12,7 +12,7 @@ from ..buffers.steady import SteadyPlan
 from ..buffers.records import FLAGS_WORD
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import KernelConfig
-from ..diagnostics import Outcome, ReasonCode
+from ..diagnostics import NO_COUNTERS, UPLOAD_COUNTERS, Outcome, ReasonCode
 from .calls import U32, Handlers, ImportCall, ImportGroup, ImportScope
 from .cpukernels import compiled_cpu_kernel, replaced_slots
 from .placement import MEASURED, Where, measured_where, observe, place
@@ -116,7 +116,8 @@ class DispatchImport(ImportGroup):
                 repeated = ctx.dispatcher.repeat(buffers, steady, call.deadline, call.op)
                 if repeated is not None:
                     if repeated.end is _PUBLISHED:  # (its only counters are the uploads')
-                        return self._finish(call, _OK, _OUTCOME_GPU, _NO_REASON, "", call.op.upload_count > 0)
+                        return self._finish(call, _OK, _OUTCOME_GPU, _NO_REASON, "",
+                                            UPLOAD_COUNTERS if call.op.upload_count else NO_COUNTERS)
                     return self._not_published(call, *known.checked, count, repeated)
         checked = self._validate(call, kernel_id, count)
         if isinstance(checked, int):

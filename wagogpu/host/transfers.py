@@ -8,6 +8,7 @@ from functools import partial
 
 from ..abi.table import IMPORTS, Status
 from ..buffers import Buffer
+from ..diagnostics import COPY_COUNTERS, SET_COUNTERS
 from ..memcopy import copy_bytes
 from ._wasmtime import GuestCaller, GuestMemory
 from .calls import U32, U64, Handlers, ImportCall, ImportGroup, ImportScope
@@ -132,7 +133,8 @@ class TransferImports(ImportGroup):
         op.guest_set_count += 1
         if profile:
             op.commit += clock() - t0
-        return self._finish(call, _OK)
+        # (a partial set may have read the buffer back first: its record holds those counters too)
+        return self._finish(call, _OK, counters=SET_COUNTERS if full_set else None)
 
     def _copy_back(self, call: ImportCall, buf: Buffer, guest: int, skip: int, nbytes: int) -> int:
         """From the CPU copy, a parked readback, or a readback published to the guest piece by
@@ -150,4 +152,4 @@ class TransferImports(ImportGroup):
         op.guest_copy_count += 1
         if profile:
             op.commit += time.perf_counter() - t0 - (op.download + op.conversion - read_s)
-        return self._finish(call, _OK)
+        return self._finish(call, _OK, counters=COPY_COUNTERS)
