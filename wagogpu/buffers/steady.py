@@ -25,7 +25,6 @@ dispatch binds.
 """
 from __future__ import annotations
 
-
 from ..abi import accessor as acc
 from ..abi.kernel import workgroup_grid
 from ..diagnostics import BufferOperation
