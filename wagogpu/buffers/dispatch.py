@@ -130,8 +130,7 @@ class Dispatcher:
             inst.release(transient)  # the payloads are on the device now
             took = (execute, scratch, uploads, 0)
             self._uploaded(op, uploads)
-        if self.res.stage_times or result.device_compute_s is not None:  # (_timed's own test, asked inline)
-            self._timed(op, result)
+        self._timed(op, result)
         op.confirmed = True
         if clock() >= deadline:  # (nothing was written in place: nothing to restore)
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
