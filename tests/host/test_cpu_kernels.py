@@ -411,3 +411,17 @@ def test_padded_leb128_local_counts_still_build_a_cpu_kernel(hosts, name):
     (want_status, _, want), (status, outcome, got) = results
     assert want_status == 1 and (status, outcome) == (0, "CPU")
     assert got == want
+
+
+@pytest.mark.parametrize("profile", [False, True])
+def test_a_cpu_kernels_compute_time_is_kept_only_in_profile_mode(profile):
+    """The CPU kernel times its run into the record's compute stage; without profile mode the
+    record closes with every stage at 0.0 and profile_valid False, as any other record."""
+    host = Host(Config(kernels=CONFIGS, disabled=True, cpu_kernels=True, profile_stages=profile))
+    try:
+        status, last, _, _ = run(host, "loop", [np.arange(64, dtype=np.int32), np.zeros(64, np.int32)])
+        assert (status, str(last.outcome)) == (0, "CPU"), last.reason
+        assert last.profile_valid is profile
+        assert (last.compute > 0) is profile
+    finally:
+        host.close()

@@ -30,9 +30,18 @@ from .table import InstanceBuffers
 from .tuning import PipelineTuning, ResolvedTuning, TransferTuning
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..gpu.backend import BackendFlags
     from ..gpu.device import GpuDevice
 
 
+class _NoDeviceFlags:
+    """The loss flags of a residency without a device (never lost; read-only)."""
+
+    __slots__ = ()
+    lost = False
+
+
+_NO_DEVICE_FLAGS = _NoDeviceFlags()
 
 #: Read as a global on the transfers' hot path (an enum member read through its class costs
 #: CPython 3.11 about 55 ns, a global about 6).
@@ -46,6 +55,8 @@ class Residency:
                  tuning: TransferTuning | None = None, pipeline: PipelineTuning | None = None,
                  stage_times: bool | None = None):
         self.device = device
+        # The device's loss flag, read before check_loss is called.
+        self.loss_flags: BackendFlags | _NoDeviceFlags = device.loss_flags if device is not None else _NO_DEVICE_FLAGS
         self.budget = budget
         self.profile_stages = profile_stages
         # Whether the records' stage durations are written: in profile mode, and where measured
@@ -105,6 +116,7 @@ class Residency:
         return self.device is not None and not self.device.closed
 
     def check_loss(self) -> None:
+        """Quarantine on a device loss not yet latched. (Hot callers ask ``loss_flags.lost`` first.)"""
         if self.device is not None and not self.latch.latched and self.device.is_lost():
             if self.pending:  # unconfirmed pipelined outputs are lost, never read back
                 self.pending.lose("device lost")
@@ -288,7 +300,8 @@ class Residency:
                   op: BufferOperation | None, park: bool, sink: GuestPublish | None = None) -> Status:
         """docs/design/abi.md §4.4 steps 3-7: into the CPU copy, or (park) left mapped in the staging as
         buf.parked, each piece also handed to ``sink`` as it arrives (undone if the read fails)."""
-        self.check_loss()
+        if self.loss_flags.lost:
+            self.check_loss()
         dev = self.device  # (usable and live, read once: two property frames less per readback)
         if dev is None or self.latch.latched or buf.gpu is None:
             self.quarantine(self.quarantine_reason or "no usable device holds the current contents")

@@ -295,6 +295,13 @@ class GpuDevice:
         return self._core.flags
 
     @property
+    def loss_flags(self) -> BackendFlags:
+        """The flags the backend's callbacks write, kept for the device's life: ``lost`` turns True
+        when the device reports loss (or a loss is injected), as is_lost() answers; a check run on
+        every import reads it without a call."""
+        return self._core.flags
+
+    @property
     def stats(self) -> DeviceStats:
         """A snapshot of counters; never waits for the device lock."""
         p = self._pipelines

@@ -159,6 +159,8 @@ class ImportGroup:
         # Made with the host and kept for its life, used by every call: bound once. (The config is
         # read per call: the host may replace it.)
         self._check_loss = ctx.residency.check_loss
+        self._loss_flags = ctx.residency.loss_flags
+        self._stage_timing = ctx.residency.stage_times or ctx.residency.profile_stages
         self._pending = ctx.residency.pending
 
     def handlers(self) -> Handlers:
@@ -179,7 +181,8 @@ class ImportGroup:
         call.started = started
         call.deadline = started + self.ctx.config.run_timeout
         op.queue_wait = _clock() - started
-        self._check_loss()
+        if self._loss_flags.lost:
+            self._check_loss()
         pending = self._pending
         if pending.dispatches and pending.overdue():  # pipelined work waited on too long: settle it
             pending.settle(call.deadline)
@@ -221,11 +224,14 @@ class ImportGroup:
         op.total = _clock() - call.started
         if op.download_count and self.ctx.config.placement == MEASURED:
             self.ctx.costs.note_readbacks(op)  # measured readbacks feed placement's copy line (before the zeroing below)
-        if self.ctx.config.profile_stages and success and op.transfer_counts_complete:
+        profile = self.ctx.config.profile_stages
+        if profile and success and op.transfer_counts_complete:
             op.profile_valid = True
         else:
             op.profile_valid = False
-            if any(_stage_times(op)):  # (one C call; most records time no stage, or time it at 0.0)
+            # A stage is timed only in profile mode, where the residency times stages (profile or
+            # measured placement), or by a CPU kernel (compute): asked before the stages themselves.
+            if (profile or self._stage_timing or op.compute) and any(_stage_times(op)):
                 for name in STAGE_FIELDS:
                     setattr(op, name, 0.0)  # the class's default
         self.ctx.log.record(op, counters)
