@@ -53,6 +53,7 @@ class InstanceBuffers:
         self.heap = HeapAllocator(self._grow_to)
         self.closed = False
         self._view = np.zeros(0, dtype=np.uint8)
+        self._words = np.zeros(0, dtype=np.uint32)
         self._base = 0
         self._record_words = memoryview(b"")
         self._slot_words = memoryview(b"")
@@ -66,6 +67,7 @@ class InstanceBuffers:
         until _grow_to."""
         address, size = self.memory.span()
         self._view = view_at(address, size)
+        self._words = self._view.view(np.uint32)  # (whole pages: a multiple of 4 bytes)
         self._base = address
         self._record_words = self._view[acc.RECORDS_OFFSET:_RECORDS_END].data.cast("I")
         self._slot_words = self._view[acc.SLOTS_OFFSET:acc.SLOTS_OFFSET + 4 * SLOT_COUNT].data.cast("I")
@@ -86,6 +88,14 @@ class InstanceBuffers:
 
     def cpu_bytes(self, buf: Buffer) -> np.ndarray:
         return self._view[buf.ptr:buf.ptr + buf.nbytes]
+
+    def cpu_words(self, buf: Buffer, start: int, end: int) -> np.ndarray:
+        """The words of a raw buffer's elements [start, end) in its CPU copy (its stored bytes are
+        whole words, and every CPU copy starts 16-byte aligned): one slice of the memory's word
+        view, where cpu_range and a dtype view would make two arrays."""
+        per = buf.stored_bytes >> 2
+        first = (buf.ptr >> 2) + start * per
+        return self._words[first:first + (end - start) * per]
 
     def cpu_range(self, buf: Buffer, start: int, end: int) -> np.ndarray:
         """The bytes of buf's elements [start, end) in its CPU copy (one slice of the memory view)."""
