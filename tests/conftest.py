@@ -41,7 +41,8 @@ def counters_named_right(monkeypatch):
     def record(self, op, counters=None):
         if counters is not None:
             held = {name for name in COUNTER_NAMES if op.__dict__.get(name)}
-            assert held <= set(counters), f"{op.import_name} holds {sorted(held - set(counters))} outside {counters}"
+            assert held <= set(counters.names), \
+                f"{op.import_name} holds {sorted(held - set(counters.names))} outside {counters}"
         return real(self, op, counters)
 
     monkeypatch.setattr(OperationLog, "record", record)

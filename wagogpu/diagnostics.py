@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import MISSING, dataclass, field, fields
+from operator import attrgetter
+from typing import Any, Callable, Iterable
 
 
 class Outcome(enum.StrEnum):
@@ -106,16 +108,20 @@ class TransferCounters:
     parameter_upload_bytes: int = 0
     parameter_upload_count: int = 0
 
-    def add(self, other: "TransferCounters", names: tuple[str, ...] | None = None) -> None:
+    def add(self, other: "TransferCounters") -> None:
         """Add ``other``'s counters: only those it holds itself (a record made by
         BufferOperation.start holds the few fields its import set, the rest are the class's zeros),
-        found by one C loop over its own fields; or, where the caller knows which counters its
-        record can hold (``names``, one of the *_COUNTERS groups), just those (about half the
-        cost: the intersection alone takes ~0.3 us on the 2-core machine)."""
+        found by one C loop over its own fields."""
         mine = self.__dict__
         theirs = other.__dict__
-        for name in _COUNTER_SET.intersection(theirs) if names is None else names:
-            mine[name] += theirs.get(name, 0)
+        for name in _COUNTER_SET.intersection(theirs):
+            mine[name] += theirs[name]
+
+    def add_sums(self, names: tuple[str, ...], sums: Iterable[int]) -> None:
+        """Add ``sums``, one per counter of ``names`` (a CounterGroup's records, summed)."""
+        mine = self.__dict__
+        for name, total in zip(names, sums):
+            mine[name] += total
 
     def counters(self) -> "TransferCounters":
         return TransferCounters(**{name: self.__dict__[name] for name in COUNTER_NAMES})
@@ -123,15 +129,37 @@ class TransferCounters:
 
 COUNTER_NAMES = tuple(f.name for f in fields(TransferCounters))
 _COUNTER_SET = frozenset(COUNTER_NAMES)
-#: The counters each common successful import can set, for TransferCounters.add's ``names``: a
-#: whole set of guest words (setBuffer*), a copy back (a readback, then the guest's copy), a steady
-#: dispatch's uploads. (The tests' conftest checks every record against the group it is added by.)
-SET_COUNTERS = ("guest_set_bytes", "guest_set_count")
-COPY_COUNTERS = ("logical_download_bytes", "gpu_download_bytes", "download_count", "guest_copy_bytes",
-                 "guest_copy_count")
-UPLOAD_COUNTERS = ("logical_upload_bytes", "gpu_upload_bytes", "upload_count")
-NO_COUNTERS: tuple[str, ...] = ()
-assert _COUNTER_SET.issuperset(SET_COUNTERS + COPY_COUNTERS + UPLOAD_COUNTERS)
+
+
+def _no_values(_record: object) -> tuple[int, ...]:
+    return ()
+
+
+class CounterGroup:
+    """The counters a common successful import's record can hold (the rest stay at the class's
+    zeros), for OperationLog.record: such a record's values are read in one C call and summed into
+    Totals when Totals are read, not counter by counter on every import (a copy back's five cost
+    about 1 us that way on the 2-core machine). The tests' conftest checks every record against
+    the group it is added by."""
+
+    __slots__ = ("names", "values")
+
+    def __init__(self, *names: str) -> None:
+        assert _COUNTER_SET.issuperset(names) and len(names) != 1  # (attrgetter of one name gives no tuple)
+        self.names = names
+        self.values: Callable[[Any], tuple[int, ...]] = attrgetter(*names) if names else _no_values
+
+    def __repr__(self) -> str:
+        return f"CounterGroup{self.names}"
+
+
+#: A whole set of guest words (setBuffer*), a copy back (a readback, then the guest's copy), a
+#: steady dispatch's uploads, and a record that holds no counter.
+SET_COUNTERS = CounterGroup("guest_set_bytes", "guest_set_count")
+COPY_COUNTERS = CounterGroup("logical_download_bytes", "gpu_download_bytes", "download_count", "guest_copy_bytes",
+                             "guest_copy_count")
+UPLOAD_COUNTERS = CounterGroup("logical_upload_bytes", "gpu_upload_bytes", "upload_count")
+NO_COUNTERS = CounterGroup()
 STAGE_FIELDS = tuple(str(s) for s in Stage)  # BufferOperation fields zeroed when a profile is invalid
 
 

@@ -16,7 +16,7 @@ import wasmtime
 
 from ..abi.table import Status
 from ..buffers import Buffer, InstanceBuffers
-from ..diagnostics import STAGE_FIELDS, BufferOperation, Outcome, ReasonCode
+from ..diagnostics import STAGE_FIELDS, BufferOperation, CounterGroup, Outcome, ReasonCode
 from ._wasmtime import GuestCaller, GuestMemory
 from .context import RuntimeContext
 from .placement import MEASURED
@@ -206,7 +206,7 @@ class ImportGroup:
 
     def _finish(self, call: ImportCall, status: int, outcome: Outcome | None = None,
                 reason_code: ReasonCode = ReasonCode.NONE, reason: str = "",
-                counters: tuple[str, ...] | None = None) -> int:
+                counters: CounterGroup | None = None) -> int:
         """Record Last (every non-scalar import, every status) and add this call's counters to
         Totals: ``counters`` names the group the caller knows the record can hold (see
         diagnostics.SET_COUNTERS; NO_COUNTERS leaves Totals as they are), None any it holds."""

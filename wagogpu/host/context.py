@@ -8,6 +8,7 @@ the stopped flag and why there is no device.
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from ..abi.table import Status
 from ..buffers import BufferLimits, Dispatcher, Residency, RuntimeBudget
 from ..compiler.contract import KernelClass, KernelPlan
 from ..config import Config, KernelConfig
-from ..diagnostics import BufferOperation, LegacyTiming, ReasonCode, TransferCounters
+from ..diagnostics import NO_COUNTERS, BufferOperation, CounterGroup, LegacyTiming, ReasonCode, TransferCounters
 from .costmodel import CostModels
 from .definitions import HostDefinitions
 from .guest_limits import GuestLimits
@@ -31,6 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover  (type-only: closes no runtime circle)
 DISPATCH_IMPORT = "dispatch"
 #: Statuses above this one are failures: the log keeps their records as last_failure.
 LAST_SUCCESS_STATUS = int(Status.CPU_FALLBACK)
+#: A counter group's records kept unsummed at most (then summed into Totals at once).
+MAX_UNSUMMED = 1024
 # A kernel computing in f64 on a device without it (gpu.adapters.F64_FEATURES) runs on the CPU.
 F64_REASON = "f64 needs the adapter's shader-f64 feature (and shader-int64)"
 
@@ -45,15 +48,23 @@ class OperationLog:
         self.last = BufferOperation()
         self.last_dispatch = BufferOperation()
         self.last_failure = BufferOperation()
-        self.totals = TransferCounters()
+        self._totals = TransferCounters()
+        # Per counter group, the values of each record added by it and not yet in _totals.
+        self._unsummed: defaultdict[CounterGroup, list[tuple[int, ...]]] = defaultdict(list)
         self.legacy = LegacyTiming()
         self.legacy_successes = 0
         self.legacy_fallbacks = 0
 
-    def record(self, op: BufferOperation, counters: tuple[str, ...] | None = None) -> None:
+    @property
+    def totals(self) -> TransferCounters:
+        """The transfer totals, with every record so far in them."""
+        self._sum()
+        return self._totals
+
+    def record(self, op: BufferOperation, counters: CounterGroup | None = None) -> None:
         """Keep op as Last (and Last dispatch, Last failure where it is one); add its counters to
-        Totals: any it holds, or only ``counters`` where the caller knows it can hold no other
-        (NO_COUNTERS: none)."""
+        Totals: any it holds, or where the caller knows the group it can hold (``counters``), that
+        group's values, summed later (NO_COUNTERS: none)."""
         self.sequence += 1
         op.sequence = self.sequence
         self.last = op
@@ -61,8 +72,19 @@ class OperationLog:
             self.last_dispatch = op
         if op.status > LAST_SUCCESS_STATUS:
             self.last_failure = op
-        if counters is None or counters:
-            self.totals.add(op, counters)
+        if counters is None:
+            self._totals.add(op)
+        elif counters is not NO_COUNTERS:
+            rows = self._unsummed[counters]
+            rows.append(counters.values(op))
+            if len(rows) >= MAX_UNSUMMED:
+                self._sum()
+
+    def _sum(self) -> None:
+        for group, rows in self._unsummed.items():
+            if rows:
+                self._totals.add_sums(group.names, map(sum, zip(*rows)))
+                rows.clear()
 
 
 @dataclass(eq=False)
