@@ -7,8 +7,9 @@ import logging
 import pytest
 
 from wagogpu.gpu import DeviceAllocationError, DeviceFailure, ExecutePlan, GpuDevice, PipelineError
+from wagogpu.gpu.tuning import DeviceTuning
 
-from .kernels import WGSL_INC, WGSL_X2, grid, params
+from .kernels import WGSL_INC, WGSL_X2, grid, params, words
 
 pytestmark = pytest.mark.gpu  # every test here runs work on a GPU adapter (lavapipe in CI)
 
@@ -117,6 +118,32 @@ def test_bind_groups_are_cached_by_handles(make_device) -> None:
     with pytest.raises(DeviceFailure) as err:
         dev.execute(ExecutePlan(p, u, None, [a, c], workgroups=grid(256)), 10.0)
     assert err.value.stage == "submit"
+
+
+def test_a_kept_plan_uses_its_group_while_it_lives(make_device) -> None:
+    """A plan dispatched again uses the bind group found for it (a cache hit, no key built); once
+    the cache evicts that group or a buffer it binds is released, the plan gets a fresh group or
+    the submit failure a new plan would get."""
+    dev = make_device(tuning=DeviceTuning(bind_group_cache=1))
+    p = dev.pipeline(WGSL_X2, [True, False])
+    a, b, c, u = dev.create_storage(1024), dev.create_storage(1024), dev.create_storage(1024), dev.create_uniform()
+    staging = dev.create_staging(1024)
+    dev.write(a, 0, words(range(256)))
+    kept = ExecutePlan(p, u, params(256), [a, b], workgroups=grid(256))
+    for _ in range(3):
+        dev.execute(kept, 10.0)
+    st = dev.stats
+    assert (st.bind_group_misses, st.bind_group_hits) == (1, 2)
+    dev.execute(ExecutePlan(p, u, None, [a, c], workgroups=grid(256)), 10.0)  # evicts kept's group
+    assert kept.group.obj is None and dev.stats.bind_groups_live == 1
+    dev.write(b, 0, words([0] * 256))
+    dev.execute(kept, 10.0)
+    assert dev.stats.bind_group_misses == 3
+    assert (dev.read(b, staging, 1024, 10.0) == words(range(0, 512, 2))).all()
+    dev.release(b)  # releases the group kept on the plan
+    with pytest.raises(DeviceFailure) as err:
+        dev.execute(kept, 10.0)
+    assert err.value.stage == "submit" and not err.value.submitted
 
 
 def test_plan_shape_errors_are_submit_failures(device: GpuDevice) -> None:

@@ -141,7 +141,12 @@ class Executor:
         if not (0 <= gx <= most and 0 <= gy <= most):
             raise DeviceFailure(FailureStage.SUBMIT, f"workgroups {plan.workgroups} exceed "
                                                      f"max-compute-workgroups-per-dimension {most}")
-        bind_group = self._pipelines.bind_group(plan.pipeline, plan.uniform, plan.storage)
+        group = plan.group  # (a kept plan's group while it lives: Pipelines.group)
+        if group is not None and group.obj is not None:
+            self._pipelines.group_hits += 1
+        else:
+            plan.group = group = self._pipelines.group(plan.pipeline, plan.uniform, plan.storage)
+        bind_group = group.obj
         if plan.params is not None and len(plan.params) != 16:
             raise DeviceFailure(FailureStage.SUBMIT, f"params must be 16 bytes, got {len(plan.params)}")
         faults = core.faults

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -135,6 +135,9 @@ class ExecutePlan:
     separate_stages: bool = False
     timestamps: bool | None = None
     readahead: Sequence[BufferHandle] = ()
+    #: The bind group the device last found for these handles (a natives.Native, set by the device):
+    #: a kept plan uses it again while it lives, without building the cache key.
+    group: Any = field(default=None, init=False, compare=False, repr=False)
 
 
 @dataclass(slots=True)

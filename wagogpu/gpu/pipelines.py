@@ -77,6 +77,12 @@ class Pipelines:
     def bind_group(self, pipe: ComputePipeline, uniform: BufferHandle, storage: Sequence[BufferHandle]) -> Any:
         """The cached bind group of these handles, or a new one (DeviceFailure "submit" when the
         plan does not fit the pipeline or wgpu rejects it)."""
+        return self.group(pipe, uniform, storage).obj
+
+    def group(self, pipe: ComputePipeline, uniform: BufferHandle, storage: Sequence[BufferHandle]) -> Native:
+        """bind_group's Native: the device keeps it on the plan (ExecutePlan.group) and uses it
+        again while it lives (released, as every cached group is when its pipeline or a buffer it
+        binds is released or the cache evicts it, its obj is None)."""
         ids = [pipe.id, uniform.id]
         for s in storage:  # (a loop: map() over a list this short costs more, ~200 ns a call)
             ids.append(s.id)
@@ -84,7 +90,7 @@ class Pipelines:
         group = self._groups.get(key)
         if group is not None:
             self.group_hits += 1
-            return group.obj
+            return group
         self.group_misses += 1
         self._check(pipe, uniform, storage)
         try:
@@ -94,7 +100,7 @@ class Pipelines:
         if len(self._groups) >= self._core.tuning.bind_group_cache:
             self._core.natives.release(self._groups.pop(next(iter(self._groups))))
         self._groups[key] = group
-        return group.obj
+        return group
 
     @staticmethod
     def _check(pipe: ComputePipeline, uniform: BufferHandle, storage: Sequence[BufferHandle]) -> None:
