@@ -135,18 +135,12 @@ class SteadyPlan:
 
     def _execute_plan(self, uniform: BufferHandle, taken: list[Scratch], took_uploads: list[Upload] | None,
                       readahead_max: int, profile: bool, key: list[object]) -> ExecutePlan:
-        """The ExecutePlan of this dispatch: without uploads, one handed the device before for
-        exactly these handles and read-ahead choices, or a new one, kept; with uploads (fresh views
-        of the CPU copies) a new one. ``key`` is take()'s (parameter block, read-ahead bound, the
-        inputs' device copies, the outputs' read-ahead hints, their scratch): a kept plan is found
-        from it alone, and the storage and read-ahead lists are built only for a new one."""
-        if took_uploads:
-            uploads = []
-            for u in took_uploads:
-                uploads.append((u.gpu, u.start * u.buf.gpu_stride, u.words))
-            storage, readahead = self._bindings(taken, readahead_max)
-            return ExecutePlan(self.plan.pipeline, uniform, None, storage, uploads, (), self.grid, profile, None,
-                               readahead)
+        """The ExecutePlan of this dispatch: the one handed the device before for exactly these
+        handles and read-ahead choices, or a new one, kept; with uploads (fresh views of the CPU
+        copies) a new plan over the kept one's storage and read-ahead lists. ``key`` is take()'s
+        (parameter block, read-ahead bound, the inputs' device copies, the outputs' read-ahead
+        hints, their scratch): a kept plan is found from it alone, and the storage and read-ahead
+        lists are built only for a new one."""
         phases = self.phases
         kept = tuple(key)
         execute = phases.get(kept)
@@ -157,6 +151,12 @@ class SteadyPlan:
             if len(phases) >= MAX_PHASES:
                 del phases[next(iter(phases))]
             phases[kept] = execute
+        if took_uploads:
+            uploads = []
+            for u in took_uploads:
+                uploads.append((u.gpu, u.start * u.buf.gpu_stride, u.words))
+            return ExecutePlan(self.plan.pipeline, uniform, None, execute.storage, uploads, (), self.grid, profile,
+                               None, execute.readahead)
         return execute
 
     def _bindings(self, taken: list[Scratch], readahead_max: int) -> tuple[list[BufferHandle], list[BufferHandle]]:
