@@ -107,7 +107,8 @@ class Dispatcher:
         then. (One frame for the whole sequence: it runs on every resident dispatch.)"""
         res = self.res
         pending = res.pending
-        if pending.dispatches and (not self.pipelined or pending.due(steady.written_bytes)) or not res.usable:
+        if pending.dispatches and (not self.pipelined or pending.due(steady.written_bytes)) \
+                or res.device is None or res.latch.latched:  # (not usable: Residency.usable, inline)
             return None
         took = steady.take(inst, res.tuning.readahead_max_bytes, res.profile_stages)
         if took is None:
@@ -134,7 +135,7 @@ class Dispatcher:
         op.confirmed = True
         if clock() >= deadline:  # (nothing was written in place: nothing to restore)
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
-        if dev.is_lost():
+        if res.loss_flags.lost:  # (dev.is_lost(), without the call)
             return self.fail(steady.transaction(inst, deadline, op, took), "device lost after dispatch")
         self._commit_outputs(inst, zip(steady.written, scratch), execute.readahead, op)
         return PUBLISHED
