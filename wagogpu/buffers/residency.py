@@ -46,6 +46,8 @@ _NO_DEVICE_FLAGS = _NoDeviceFlags()
 #: Read as a global on the transfers' hot path (an enum member read through its class costs
 #: CPython 3.11 about 55 ns, a global about 6).
 _OK = Status.OK
+_CPU_CURRENT, _LOST = acc.CPU_CURRENT, acc.LOST  # (the copy back's flag tests, as globals too)
+_CURRENT_OR_LOST = acc.CPU_CURRENT | acc.LOST
 
 
 class Residency:
@@ -210,19 +212,19 @@ class Residency:
         is read back and parked, and published to the guest piece by piece as its pieces arrive
         (copyout.GuestPublish: a failure puts the guest's bytes back). Past ``deadline`` before
         anything was published: CANCELLED, and the guest's memory is untouched."""
-        if self.pending.dispatches and not buf.record.words[FLAGS_WORD] & acc.CPU_CURRENT:
+        if self.pending.dispatches and not buf.record.words[FLAGS_WORD] & _CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status
         flags = buf.record.words[FLAGS_WORD]
-        if not flags & (acc.CPU_CURRENT | acc.LOST) and buf.parked is not None:
+        if not flags & _CURRENT_OR_LOST and buf.parked is not None:
             if buf.parked_valid():
                 if time.perf_counter() >= deadline:
                     return Status.CANCELLED
                 copy_range(guest, buf.parked[0], skip, nbytes)
                 return _OK
             self.unpark(inst, buf)
-        if flags & (acc.CPU_CURRENT | acc.LOST) or not buf.raw or buf.gpu_bytes < self.tuning.park_min_bytes:
+        if flags & _CURRENT_OR_LOST or not buf.raw or buf.gpu_bytes < self.tuning.park_min_bytes:
             status = self.make_cpu_current(inst, buf, deadline, counters, op)
             if status:
                 return status
@@ -242,14 +244,14 @@ class Residency:
     def make_cpu_current(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
                          counters: TransferCounters, op: BufferOperation | None = None) -> Status:
         """docs/design/abi.md §4.4: the whole buffer read back once when the CPU copy is stale."""
-        if self.pending.dispatches and not buf.record.words[FLAGS_WORD] & acc.CPU_CURRENT:
+        if self.pending.dispatches and not buf.record.words[FLAGS_WORD] & _CPU_CURRENT:
             status = self.pending.settle(deadline)  # the device's answer first (pending.py)
             if status:
                 return status
         flags = buf.record.words[FLAGS_WORD]
-        if flags & acc.LOST:
+        if flags & _LOST:
             return Status.CONTENTS_LOST
-        if flags & acc.CPU_CURRENT:
+        if flags & _CPU_CURRENT:
             return _OK
         if buf.parked is not None:
             # This version was read back already (and counted then): copy it in from the parking.
