@@ -12,12 +12,14 @@ host-only figures stand beside the Python floor (bench.python_floor) measured in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import ctypes
 import dataclasses
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -43,11 +45,10 @@ def median_us(fn, calls: int = CALLS) -> float:
     return statistics.median(times) / 1e3
 
 
-def host_only(inst, k: int, n: int) -> dict[str, float | bool]:
-    """The same calls with the device layer stubbed out (execute and read return at once): what the
-    Python host costs per call on this CPU, whatever the GPU, beside bench.python_floor's direct
-    host of the same imports (its results checked after its timers; the package's are not checked
-    here)."""
+@contextlib.contextmanager
+def stubbed_device(inst) -> Iterator[None]:
+    """The instance's device layer stubbed out while inside: execute and read return at once (read
+    leaves ``out`` as it is), so what is measured is the Python host alone."""
     from wagogpu.gpu import ExecuteResult
 
     dev = inst.ctx.device
@@ -60,12 +61,21 @@ def host_only(inst, k: int, n: int) -> dict[str, float | bool]:
 
     dev.execute, dev.read = execute, read
     try:
+        yield
+    finally:
+        del dev.execute, dev.read  # the class's methods again
+
+
+def host_only(inst, k: int, n: int) -> dict[str, float | bool]:
+    """The same calls with the device layer stubbed out (execute and read return at once): what the
+    Python host costs per call on this CPU, whatever the GPU, beside bench.python_floor's direct
+    host of the same imports (its results checked after its timers; the package's are not checked
+    here)."""
+    with stubbed_device(inst):
         figures = {"host_only_resident_dispatch_us": median_us(lambda: inst.call("dispatch", k, n)),
                    "host_only_round_trip_us": median_us(lambda: inst.call("sample", k, n)),
                    **import_budget(inst, k, n), **round_trip_budget(inst, k, n), **resident_layers(inst, k, n),
                    **bytecodes(inst, k, n), "import_floor_us": import_floor()}
-    finally:
-        del dev.execute, dev.read  # the class's methods again
     from bench.python_floor import floor_figures  # (it borrows median_us from here)
 
     figures.update(floor_figures(n, k))  # (main takes python_floor_checked out into the record's check)
