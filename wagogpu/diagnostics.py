@@ -176,6 +176,11 @@ class BufferOperation(TransferCounters):
     outcome: Outcome = Outcome.NONE
     reason_code: ReasonCode = ReasonCode.NONE
     reason: str = ""
+    # (Every field an import sets on its common paths comes in the first 30: CPython 3.11 and 3.12
+    # share at most 30 attribute keys per class, and a record given a field past them keeps its
+    # attributes in a dict of its own, every read and write of them then a slower, generic one.)
+    queue_wait: float = 0.0
+    total: float = 0.0
     hardware_submitted: bool = False
     pipelined: bool = False  # ours: a dispatch that returned once recorded, before the device ran it
     confirmed: bool = False  # ours: the device reported this call's GPU work complete (maybe later)
@@ -183,8 +188,6 @@ class BufferOperation(TransferCounters):
     profile_valid: bool = False
     timestamps_valid: bool = False
     device_compute: float = 0.0
-    queue_wait: float = 0.0
-    total: float = 0.0
     upload: float = 0.0
     device_copy: float = 0.0
     compute: float = 0.0

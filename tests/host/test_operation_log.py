@@ -2,6 +2,10 @@
 however many records wait unsummed, and a record added without one by the fields it holds."""
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from wagogpu.diagnostics import COPY_COUNTERS, NO_COUNTERS, SET_COUNTERS, BufferOperation
 from wagogpu.host import context
 from wagogpu.host.context import OperationLog
@@ -38,3 +42,29 @@ def test_no_group_adds_what_the_record_holds_and_no_counters_adds_nothing():
     totals = log.totals
     assert (totals.upload_count, totals.parameter_upload_bytes, totals.download_count) == (2, 16, 0)
     assert log.last_dispatch.sequence == 2
+
+
+@pytest.mark.gpu
+def test_the_fields_a_round_trip_sets_are_among_the_first_thirty():
+    """CPython 3.11 and 3.12 share at most 30 attribute keys per class: a record given a field past
+    them keeps a dict of its own, and every attribute of it is then read and written the slow way
+    (about 5% of a round trip's instructions). Every field a round trip and a resident dispatch
+    set, waited and pipelined, comes in the first 30."""
+    from bench.buffer_bench import kernel_configs
+    from bench.host_overhead import guest
+    from bench.work_guest import KERNEL_IDS
+    from wagogpu import Config, Host
+
+    shared = {f.name for f in dataclasses.fields(BufferOperation)[:30]}
+    k = KERNEL_IDS["twice"]
+    config = Config(kernels=kernel_configs(), allow_software_adapter=True, require_gpu=False)
+    for pipelined in (False, True):
+        host = Host(dataclasses.replace(config, pipelined=pipelined))
+        try:
+            inst, _x = guest(host, 1024)
+            for export, args in (("sample", (k, 1024)), ("dispatch", (k, 1024)), ("dispatch", (k, 1024))):
+                assert inst.call(export, *args) == 0
+                op = host.context.log.last
+                assert op.import_name and set(vars(op)) <= shared, sorted(set(vars(op)) - shared)
+        finally:
+            host.close()
