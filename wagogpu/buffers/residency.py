@@ -11,8 +11,6 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..abi import accessor as acc
 from ..abi.table import Status
 from ..diagnostics import BufferOperation, LoopLimits, QuarantineReport, TransferCounters
@@ -318,7 +316,7 @@ class Residency:
             op.hardware_submitted = not dev.info.is_software
         t0 = time.perf_counter()
         # Whole-word types read straight into the (stale, not yet current) CPU copy.
-        direct = inst.cpu_words(buf, 0, buf.length) if buf.raw and not park else None  # (a little-endian host: records.py)
+        direct = inst.cpu_words(buf, 0, buf.length) if buf.raw and not park else None  # (a view: little-endian host, records.py)
         try:
             if park:
                 dev.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), sink)

@@ -11,7 +11,6 @@ from ..abi import accessor as acc
 from ..abi.kernel import ERROR_WORD_BYTES, parameter_block
 from ..abi.table import Status
 from ..gpu import DeviceAllocationError
-from .convert import stored_to_words
 from .eviction import UNIFORM_BYTES
 from .records import FLAGS_WORD, Buffer
 from .residency import Residency
@@ -77,9 +76,8 @@ def _gpu_copy(res: Residency, tx: Transaction, buf: Buffer) -> Status | None:
             tx.uploads.append(Upload(buf, gpu, 0, end, stage))  # the stage holds exactly this version's words
             return None
         res.drop_stage(inst, buf, stage)
-    raw = inst.cpu_range(buf, start, end)
     # A view of the accessor memory is fine: the device copies uploads before execute returns.
-    words = stored_to_words(raw, buf.stored_bytes)
+    words = inst.cpu_words(buf, start, end)
     if not inst.reserve(words.nbytes):
         return Status.LIMIT_EXCEEDED
     tx.transient += words.nbytes

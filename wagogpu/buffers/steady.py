@@ -29,7 +29,6 @@ from ..abi import accessor as acc
 from ..abi.kernel import workgroup_grid
 from ..diagnostics import BufferOperation
 from ..gpu import BufferHandle, ExecutePlan
-from .convert import stored_to_words
 from .eviction import Scratch
 from .records import FLAGS_WORD, Buffer
 from .table import InstanceBuffers
@@ -111,8 +110,7 @@ class SteadyPlan:
             if flags & _UPLOADABLE_MASK != _CPU_CURRENT or gpu is None or buf.stage is not None:
                 return None  # (lost, never on the device, or prestaged: plan_slots decides)
             start, end = rec.dirty() or (0, buf.length)
-            words = inst.cpu_words(buf, start, end) if buf.raw else \
-                stored_to_words(inst.cpu_range(buf, start, end), buf.stored_bytes)
+            words = inst.cpu_words(buf, start, end)
             if uploads is None:
                 uploads = []
             uploads.append(Upload(buf, gpu, start, end, words))

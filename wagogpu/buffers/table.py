@@ -15,6 +15,7 @@ from ..abi import accessor as acc
 from ..abi.table import SLOT_COUNT, TYPE_INFO, ElementType, Status
 from ..diagnostics import BufferState, InstanceDiagnostic
 from .budget import BufferLimits, HeapAllocator, RuntimeBudget
+from .convert import stored_to_words
 from .eviction import DeviceResources, DeviceSide, Held, held_bytes, release_idle
 from .memory import AccessorMemory, view_at
 from .records import Buffer, BufferRecord
@@ -90,9 +91,11 @@ class InstanceBuffers:
         return self._view[buf.ptr:buf.ptr + buf.nbytes]
 
     def cpu_words(self, buf: Buffer, start: int, end: int) -> np.ndarray:
-        """The words of a raw buffer's elements [start, end) in its CPU copy (its stored bytes are
-        whole words, and every CPU copy starts 16-byte aligned): one slice of the memory's word
-        view, where cpu_range and a dtype view would make two arrays."""
+        """The device words of buf's elements [start, end) from its CPU copy: for a raw buffer
+        (stored bytes whole words; every CPU copy starts 16-byte aligned) a view, one slice of the
+        memory's word view; for a narrow type its values widened, a new array (stored_to_words)."""
+        if not buf.raw:
+            return stored_to_words(self.cpu_range(buf, start, end), buf.stored_bytes)
         per = buf.stored_bytes >> 2
         first = (buf.ptr >> 2) + start * per
         return self._words[first:first + (end - start) * per]

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .natives import Native
+
 __all__ = ["BufferKind", "BufferHandle", "PieceSink", "ComputePipeline", "ExecutePlan", "ExecuteResult", "DeviceStats",
            "UploadStage"]
 
@@ -135,9 +137,9 @@ class ExecutePlan:
     separate_stages: bool = False
     timestamps: bool | None = None
     readahead: Sequence[BufferHandle] = ()
-    #: The bind group the device last found for these handles (a natives.Native, set by the device):
-    #: a kept plan uses it again while it lives, without building the cache key.
-    group: Any = field(default=None, init=False, compare=False, repr=False)
+    #: The bind group the device last found for these handles (set by the device): a kept plan
+    #: uses it again while it lives, without building the cache key.
+    group: Native | None = field(default=None, init=False, compare=False, repr=False)
 
 
 @dataclass(slots=True)
