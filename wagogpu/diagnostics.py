@@ -176,9 +176,10 @@ class BufferOperation(TransferCounters):
     outcome: Outcome = Outcome.NONE
     reason_code: ReasonCode = ReasonCode.NONE
     reason: str = ""
-    # (Every field an import sets on its common paths comes in the first 30: CPython 3.11 and 3.12
-    # share at most 30 attribute keys per class, and a record given a field past them keeps its
-    # attributes in a dict of its own, every read and write of them then a slower, generic one.)
+    # (Every field an import sets on its common paths comes in the first SHARED_FIELDS: CPython
+    # 3.11 and 3.12 keep a record's attributes inline only while its class's shared keys hold them,
+    # and a record given a field past them keeps a dict of its own, every read and write of it then
+    # a slower, generic one. profile_valid, the 30th, is set only when True.)
     queue_wait: float = 0.0
     total: float = 0.0
     hardware_submitted: bool = False
@@ -224,6 +225,11 @@ class BufferOperation(TransferCounters):
 
 
 _OPERATION_DEFAULTS = {f.name: f.default for f in fields(BufferOperation)}
+#: The fields a record keeps inline. CPython 3.11 and 3.12 give a class 30 shared keys, less one
+#: for every instance made before they fill; the first record, made here with every field in
+#: declaration order, fills them with the first 29 fields, whatever the host makes later.
+SHARED_FIELDS = 29
+_FIRST_RECORD = BufferOperation()
 assert MISSING not in _OPERATION_DEFAULTS.values(), "start() reads every default from the class: each needs a plain one"
 
 

@@ -227,8 +227,7 @@ class ImportGroup:
         profile = self.ctx.config.profile_stages
         if profile and success and op.transfer_counts_complete:
             op.profile_valid = True
-        else:
-            op.profile_valid = False
+        else:  # (profile_valid stays the class's False: set, it would be a 30th attribute key)
             # A stage is timed only in profile mode, where the residency times stages (profile or
             # measured placement), or by a CPU kernel (compute): asked before the stages themselves.
             if (profile or self._stage_timing or op.compute) and any(_stage_times(op)):
