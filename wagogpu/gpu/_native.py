@@ -25,6 +25,7 @@ if not wgpu.__version__.startswith(TESTED_WGPU):
     raise ImportError(f"wgpu {wgpu.__version__} is installed and the raw path was tested with {TESTED_WGPU}x")
 
 try:
+    import _cffi_backend  # type: ignore[import-untyped]
     from wgpu.backends.wgpu_native import _api as _wgpu_api
     from wgpu.backends.wgpu_native._ffi import ffi, lib
     from wgpu.backends.wgpu_native._helpers import get_wgpu_instance
@@ -128,10 +129,9 @@ def _array(pointer: Any, count: int) -> Any:
     return ffi.from_buffer(pointer, bytearray(max(1, count) * ffi.sizeof(pointer.item)), require_writable=True)
 
 
-def _address(ptr: Any) -> int:
-    return int(ffi.cast(_T.u64, ptr))
-
-
+#: cffi's C cast itself: FFI.cast is a Python method around it (a frame more per fence, map and
+#: callback); every type this module casts to is a ctype already, never a string to parse.
+_cast = _cffi_backend.cast
 _VOID_P = _T.void_p
 _U64 = _T.u64
 _CHARS = _T.chars
@@ -169,20 +169,19 @@ def _text(view: Any) -> str:
         return "(unreadable message)"
 
 
-@ffi.callback(_T.on_map)
-def _on_map(status: int, message: Any, userdata1: Any, userdata2: Any) -> None:
-    # Runs inside wgpuDevicePoll on the polling thread; must never raise.
-    cell = _cells.pop(_address(userdata1), None)
+def _resolve_cell(status: int, message: Any, userdata1: Any, userdata2: Any) -> None:
+    """A map's or a work-done fence's callback (both have this signature): the cell keyed by
+    userdata1 gets the status. Runs inside wgpuDevicePoll on the polling thread; never raises."""
+    cell = _cells.pop(int(_cast(_U64, userdata1)), None)
     if cell is not None:
         if status != CELL_OK:
             cell.message = _text(message) or f"map status {int(status)}"
         cell.status = int(status)
 
 
-@ffi.callback(_T.on_work_done)
-def _on_work_done(status: int, message: Any, userdata1: Any, userdata2: Any) -> None:
-    # The header's signature (wgpu-py 0.32's own on_submitted_work_done_sync has an older one and fails).
-    _on_map(status, message, userdata1, userdata2)
+_on_map = ffi.callback(_T.on_map)(_resolve_cell)
+# The header's signature (wgpu-py 0.32's own on_submitted_work_done_sync has an older one and fails).
+_on_work_done = ffi.callback(_T.on_work_done)(_resolve_cell)
 
 
 def _new_cell() -> MapCell:
@@ -511,7 +510,7 @@ class RawBackend(Backend):
         # while a dispatch still runs); the work-done callback is.
         cell = _new_cell()
         info = self._fence_info
-        info.userdata1 = ffi.cast(_VOID_P, cell.key)
+        info.userdata1 = _cast(_VOID_P, cell.key)
         _work_done(self._Q, info[0])
         return cell
 
@@ -523,7 +522,7 @@ class RawBackend(Backend):
     def map(self, buf: Any, write: bool, offset: int, size: int) -> MapCell:
         cell = _new_cell()
         info = self._map_info
-        info.userdata1 = ffi.cast(_VOID_P, cell.key)
+        info.userdata1 = _cast(_VOID_P, cell.key)
         _map_async(buf, _MAP_WRITE if write else _MAP_READ, offset, size, info[0])
         return cell
 
@@ -531,10 +530,10 @@ class RawBackend(Backend):
         _cells.pop(cell.key, None)
 
     def read_address(self, buf: Any, offset: int, size: int) -> int:
-        return int(ffi.cast(_U64, _const_mapped_range(buf, offset, size)))
+        return int(_cast(_U64, _const_mapped_range(buf, offset, size)))
 
     def write_window(self, buf: Any, size: int) -> tuple[int, Any]:
-        return int(ffi.cast(_U64, _mapped_range(buf, 0, size))), None
+        return int(_cast(_U64, _mapped_range(buf, 0, size))), None
 
     def flush_window(self, buf: Any, window: Any, nbytes: int) -> None:
         """Nothing to do: the window is the mapping itself."""
