@@ -381,3 +381,49 @@ def test_a_read_ahead_copy_read_without_an_injector_fails_at_the_same_stages(mak
     if stage == "unmap":
         assert err.value.message == "unmap refused" and np.array_equal(err.value.data, 2 * rig.x)
     assert not readback.copies and not pool.idle(PoolKind.READBACK)  # freed, not pooled
+
+
+@pytest.mark.parametrize("stage", ["submit", "wait", "lost", "after_completion"])
+def test_a_compute_pass_alone_fails_at_the_same_stages_without_an_injector(make_device, stage: str) -> None:
+    """A plan that is a compute pass alone (a resident dispatch's) runs Executor._execute_pass: an
+    error reported while it is submitted, a failed fence, a loss while it is waited for and an
+    error reported by the time it is done fail it as on the general path, and a read-ahead copy
+    made before, of a buffer the pass does not bind, is dropped too (its state is unknown)."""
+    rig = Rig(make_device, None)
+    other = rig.dev.create_storage(N * 4)
+    rig.dev.execute(ExecutePlan(rig.pipe, rig.u, params(N), [rig.a, other], uploads=[(rig.a, 0, rig.x)],
+                                workgroups=grid(N), readahead=[other]), 10.0)
+    assert list(rig.dev._readback.copies) == [other.id]
+    core, executor = rig.dev._core, rig.dev._executor
+    backend = core.backend
+    passes: list[ExecutePlan] = []
+    run_pass = executor._execute_pass
+    executor._execute_pass = lambda plan, *args: (passes.append(plan), run_pass(plan, *args))[1]
+    submit, poll, fence = backend.submit, backend.poll, backend.fence
+    if stage == "submit":
+        backend.submit = lambda enc: (submit(enc), core.flags.errors.append("validation: refused"))[0]
+    elif stage == "wait":
+        def failing_fence():
+            cell = fence()
+            backend.forget(cell)
+            cell.status, cell.message = CELL_OK + 1, "refused"
+            return cell
+
+        backend.fence = failing_fence
+    elif stage == "lost":
+        def losing_poll():
+            poll()
+            core.flags.lost, core.flags.lost_reason = True, "lost while waited for"
+
+        backend.poll = losing_poll
+    else:
+        backend.poll = lambda: (poll(), core.flags.errors.append("internal: reported late"))[0]
+    plan = ExecutePlan(rig.pipe, rig.u, None, [rig.a, rig.b], workgroups=grid(N))
+    with pytest.raises(DeviceFailure) as err:
+        rig.dev.execute(plan, 10.0)
+    assert passes == [plan]
+    assert err.value.stage == stage and err.value.submitted
+    assert not rig.dev._readback.copies  # dropped: the submission's state is unknown
+    backend.submit, backend.poll, backend.fence = submit, poll, fence
+    if stage != "lost":
+        rig.check_ok()

@@ -61,6 +61,9 @@ class Executor:
         deadline = t0 + timeout
         core = self._core
         core.acquire(timeout)
+        if not (plan.uploads or plan.params is not None or plan.seeds or plan.readahead or plan.separate_stages
+                or plan.timestamps or core.faults is not None):
+            return self._execute_pass(plan, t0, deadline)
         used: list[PooledBuffer] = []  # pooled upload buffers the submission uses
         try:
             bind_group = self._checked(plan)
@@ -94,6 +97,52 @@ class Executor:
             raise
         return ExecuteResult(t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t0, device_s, core.hardware, True,
                              up_bytes, seed_bytes)
+
+    def _execute_pass(self, plan: ExecutePlan, t0: float, deadline: float) -> ExecuteResult:
+        """execute() of a plan that is a compute pass alone (no uploads, parameters, seeds,
+        read-ahead, stages or timestamps; no fault injector): a resident dispatch's. The same
+        checks, native calls, wait and failure handling, without the general path's bookkeeping
+        for what it does not have (lock held on entry, released here)."""
+        core = self._core
+        backend = core.backend
+        try:
+            bind_group = self._checked(plan)
+            core.submit_pending()  # pending dispatches run first
+            if self._readback.copies:
+                self._readback.invalidate(plan)
+            errors = core.flags.errors
+            del errors[:]
+            t1 = time.perf_counter()
+            gx, gy = plan.workgroups
+            enc = backend.encoder()
+            try:
+                if gx and gy:
+                    backend.dispatch(enc, plan.pipeline._ptr, bind_group, gx, gy, False)
+            except BaseException:
+                backend.drop_encoder(enc)
+                raise
+            backend.submit(enc)
+            cells = [backend.fence()]
+            if errors:
+                raise DeviceFailure(FailureStage.SUBMIT, core.take_error() or "", True)
+        except DeviceFailure as exc:
+            if exc.submitted:
+                self._discard([])
+            raise
+        finally:
+            core.lock.release()
+        try:
+            core.wait(deadline, cells, "the dispatch")
+            if cells[0].status != CELL_OK:
+                raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {cells[0].message}", True)
+            t2 = time.perf_counter()
+            if core.flags.lost or errors:
+                core.check_after_completion()
+        except DeviceFailure:
+            with core.lock:
+                self._discard([])
+            raise
+        return ExecuteResult(t1 - t0, 0.0, t2 - t1, time.perf_counter() - t0, None, core.hardware, True, 0, 0)
 
     def enqueue(self, plan: ExecutePlan, timeout: float) -> int:
         """Record one dispatch transaction into the open pending batch without submitting it
