@@ -232,8 +232,10 @@ class Dispatcher:
         now = time.perf_counter()
         if now >= deadline:
             return self.unwind(steady.transaction(inst, deadline, op, took), _CANCELLED)
+        dev = res.device
+        assert dev is not None  # (usable: repeat() checked it)
         try:
-            ticket = res.live.enqueue(execute, deadline - now)  # (> 0: checked just above)
+            ticket = dev.enqueue(execute, deadline - now)  # (> 0: checked just above)
         except DeviceFailure as exc:
             if res.pending:
                 res.pending.lose(f"recording a pipelined dispatch failed at {exc.stage}: {exc.message}")

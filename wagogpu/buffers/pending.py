@@ -67,10 +67,6 @@ class PendingWork:
         return (len(self.dispatches) >= t.max_dispatches or self.nbytes + nbytes > t.max_bytes
                 or time.perf_counter() - self.since > t.max_seconds)
 
-    def overdue(self) -> bool:
-        """The oldest unconfirmed dispatch is older than max_seconds (asked at every import)."""
-        return bool(self.dispatches) and time.perf_counter() - self.since > self.tuning.max_seconds
-
     def add(self, ticket: int, op: BufferOperation, inst: InstanceBuffers, outputs: tuple[Buffer, ...],
             nbytes: int) -> None:
         if not self.dispatches:

@@ -184,7 +184,9 @@ class ImportGroup:
         if self._loss_flags.lost:
             self._check_loss()
         pending = self._pending
-        if pending.dispatches and pending.overdue():  # pipelined work waited on too long: settle it
+        # The oldest unconfirmed dispatch older than PipelineTuning.max_seconds when the import
+        # started (asked of its start: a clock read less on every import): settle it.
+        if pending.dispatches and started - pending.since > pending.tuning.max_seconds:
             pending.settle(call.deadline)
         return call
 
