@@ -259,7 +259,7 @@ class Residency:
             self.unpark(inst, buf)
             if valid:
                 return _OK
-        return self._readback(inst, buf, deadline, counters, op, park=False)
+        return self._readback(inst, buf, deadline, counters, op, False)
 
     def make_cpu_replaceable(self, inst: InstanceBuffers, buf: Buffer, deadline: float,
                              counters: TransferCounters, op: BufferOperation | None = None) -> Status:
@@ -321,7 +321,7 @@ class Residency:
             if park:
                 dev.read_mapped(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), sink)
             else:
-                words = dev.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), out=direct)
+                words = dev.read(buf.gpu, d.staging[0], size, max(0.0, deadline - t0), direct)
         except DeviceFailure as exc:
             if sink is not None:
                 sink.undo()  # nothing of a failed copy-back stays in guest memory
