@@ -49,7 +49,8 @@ def test_no_group_adds_what_the_record_holds_and_no_counters_adds_nothing():
 
 def keeps_a_dict(op: BufferOperation) -> bool:
     """Whether a record holds its attributes in a dict of its own rather than inline (the garbage
-    collector sees the dict, or each inline value, among what the object refers to)."""
+    collector sees the dict, or each inline value, among what the object refers to; no field of a
+    record holds a dict itself)."""
     return any(type(r) is dict for r in gc.get_referents(op))
 
 
