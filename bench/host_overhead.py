@@ -19,7 +19,8 @@ import dataclasses
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -245,13 +246,10 @@ def pipelined_resident(config: Config, n: int) -> dict[str, float | bool]:
     return {"pipelined_resident_dispatch_us": statistics.median(times[64:]) / 1e3, "pipelined_checked": checked}
 
 
-def native_floor(inst, x: np.ndarray, k: int, n: int, calls: int = CALLS) -> dict[str, float | bool]:
-    """The device's part of a waited resident dispatch and of a checked round trip made with the
-    backend's native calls alone, on the host's own device, pipeline and bind group: what no Python
-    of ours can go below. Resident: encoder, compute pass, submit, work-done fence, poll until done.
-    Round trip: the same with a 4 KiB queue write of the input before (the values it holds) and, in
-    the same submission, the output copied to a readback buffer, mapped, read out and unmapped; its
-    last read-out is checked after the timer (the kernel is `twice`)."""
+def native_parts(inst, k: int, n: int) -> tuple[Any, Any, Any]:
+    """(device core, ExecutePlan, bind group) of the guest's resident dispatch: its own plan,
+    caught on its way to the device, and its bind group looked up once; what the native floors
+    dispatch with."""
     dev = inst.ctx.device
     plans = []
     real = dev.execute
@@ -267,19 +265,16 @@ def native_floor(inst, x: np.ndarray, k: int, n: int, calls: int = CALLS) -> dic
         del dev.execute
     plan = plans[-1]
     core = dev._core
-    backend = core.backend
-    words = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    out = np.empty(n, np.uint32)
-    staging = dev.create_staging(4 * n)  # (the device's own readback buffer, freed by its release)
-    readback = staging._ptr
     with core.lock:
         group = dev._pipelines.bind_group(plan.pipeline, plan.uniform, plan.storage)
-    pipe, (gx, gy) = plan.pipeline._ptr, plan.workgroups
-    src, dst = plan.storage[0]._ptr, plan.storage[-1]._ptr
+    return core, plan, group
 
-    def wait(*cells) -> None:
-        while not all(c.status for c in cells):
-            backend.poll()
+
+def native_resident(core, plan, group, wait: Callable[[Any], None]) -> Callable[[], None]:
+    """A resident dispatch with the backend's native calls alone, under the device lock: encoder,
+    compute pass, submit, work-done fence, then ``wait`` for that fence."""
+    backend = core.backend
+    pipe, (gx, gy) = plan.pipeline._ptr, plan.workgroups
 
     def resident() -> None:
         with core.lock:
@@ -287,6 +282,32 @@ def native_floor(inst, x: np.ndarray, k: int, n: int, calls: int = CALLS) -> dic
             backend.dispatch(enc, pipe, group, gx, gy, False)
             backend.submit(enc)
             wait(backend.fence())
+
+    return resident
+
+
+def native_floor(inst, x: np.ndarray, k: int, n: int, calls: int = CALLS) -> dict[str, float | bool]:
+    """The device's part of a waited resident dispatch and of a checked round trip made with the
+    backend's native calls alone, on the host's own device, pipeline and bind group: what no Python
+    of ours can go below. Resident: encoder, compute pass, submit, work-done fence, poll until done.
+    Round trip: the same with a 4 KiB queue write of the input before (the values it holds) and, in
+    the same submission, the output copied to a readback buffer, mapped, read out and unmapped; its
+    last read-out is checked after the timer (the kernel is `twice`)."""
+    dev = inst.ctx.device
+    core, plan, group = native_parts(inst, k, n)
+    backend = core.backend
+    words = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    out = np.empty(n, np.uint32)
+    staging = dev.create_staging(4 * n)  # (the device's own readback buffer, freed by its release)
+    readback = staging._ptr
+    pipe, (gx, gy) = plan.pipeline._ptr, plan.workgroups
+    src, dst = plan.storage[0]._ptr, plan.storage[-1]._ptr
+
+    def wait(*cells) -> None:
+        while not all(c.status for c in cells):
+            backend.poll()
+
+    resident = native_resident(core, plan, group, wait)
 
     def round_trip() -> None:
         with core.lock:
