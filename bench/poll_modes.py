@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench.buffer_bench import kernel_configs
+from bench.buffer_bench import device_string, kernel_configs
 from bench.common import emit, environment
 from bench.host_overhead import guest, native_parts, native_resident
 from bench.work_guest import KERNEL_IDS, reference
@@ -33,43 +33,47 @@ from wagogpu.gpu.backend import DeviceApi
 N = 1024
 
 
-def native_variants(inst, polls: list[int]) -> dict[str, Callable[[], None]]:
-    """The native waits over the dispatch's own ExecutePlan (bench.host_overhead's native floor)."""
+def blocking_poll(core) -> None:
+    """One wgpuDevicePoll that waits until the device's queue is done (the raw backend's call)."""
     from wagogpu.gpu import _native
 
+    _native._poll(core.backend._D, 1, _native._NULL)
+
+
+def native_variants(inst, polls: list[int]) -> dict[str, Callable[[], None]]:
+    """The native waits over the dispatch's own ExecutePlan (bench.host_overhead's native floor)."""
     core, plan, group = native_parts(inst, KERNEL_IDS["twice"], N)
     backend = core.backend
 
-    def spin(cell) -> None:
-        while not cell.status:
-            backend.poll()
-            polls[0] += 1
+    def spinning(pause: Callable[[], None] | None) -> Callable[[Any], None]:
+        def spin(cell) -> None:
+            while not cell.status:
+                backend.poll()
+                polls[0] += 1
+                if pause is not None:
+                    pause()
+        return spin
+
+    spin = spinning(None)
 
     def block(cell) -> None:
-        _native._poll(backend._D, 1, _native._NULL)
+        blocking_poll(core)
         spin(cell)  # (a fence the blocking poll returned before: none was seen)
-
-    def spin_yield(cell) -> None:
-        while not cell.status:
-            backend.poll()
-            polls[0] += 1
-            time.sleep(0)
 
     return {"native_spin": native_resident(core, plan, group, spin),
             "native_block": native_resident(core, plan, group, block),
-            "native_spin_yield": native_resident(core, plan, group, spin_yield), "idle_poll": lambda: backend.poll()}
+            "native_spin_yield": native_resident(core, plan, group, spinning(lambda: time.sleep(0))),
+            "idle_poll": lambda: backend.poll()}
 
 
 def host_variants(inst) -> dict[str, Callable[[], None]]:
     """The guest's resident dispatch, the device's wait as it is and after a blocking poll."""
-    from wagogpu.gpu import _native
-
     core = inst.ctx.device._core
     wait = core.wait
 
     def blocking_wait(deadline, cells, what="work") -> None:
         with core.lock:
-            _native._poll(core.backend._D, 1, _native._NULL)
+            blocking_poll(core)
         wait(deadline, cells, what)
 
     def dispatch(waiter) -> Callable[[], None]:
@@ -124,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         t.sort()
         record[name] = {"min_us": t[0] / 1e3, "q1_us": t[len(t) // 4] / 1e3, "median_us": statistics.median(t) / 1e3,
                         "polls_per_call": polled[name] / len(t)}
-    info = host.device.info
-    record["adapter"] = f"{info.name}; {info.driver}; {info.adapter_type}; {info.backend}"
+    record["adapter"] = device_string(host)
     host.close()
     emit({**record, **environment()})
     return 0 if checked else 1

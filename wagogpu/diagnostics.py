@@ -225,12 +225,12 @@ class BufferOperation(TransferCounters):
 
 
 _OPERATION_DEFAULTS = {f.name: f.default for f in fields(BufferOperation)}
+assert MISSING not in _OPERATION_DEFAULTS.values(), "start() reads every default from the class: each needs a plain one"
 #: The fields a record keeps inline. CPython 3.11 and 3.12 give a class 30 shared keys, less one
 #: for every instance made before they fill; the first record, made here with every field in
 #: declaration order, fills them with the first 29 fields, whatever the host makes later.
 SHARED_FIELDS = 29
 _FIRST_RECORD = BufferOperation()
-assert MISSING not in _OPERATION_DEFAULTS.values(), "start() reads every default from the class: each needs a plain one"
 
 
 @dataclass

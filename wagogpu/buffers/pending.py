@@ -47,7 +47,7 @@ class PendingWork:
         self.tuning = tuning or PipelineTuning()
         self.dispatches: deque[PendingDispatch] = deque()
         self.nbytes = 0
-        self.since = 0.0
+        self.settle_by = 0.0  # when the oldest unconfirmed dispatch passes tuning.max_seconds
         self.recorded = 0  # dispatches recorded since the last submission
         self._writers: dict[int, int] = {}  # id(Buffer) -> unconfirmed dispatches writing it
         self.lost_sequences: list[int] = []
@@ -65,12 +65,12 @@ class PendingWork:
             return False
         t = self.tuning
         return (len(self.dispatches) >= t.max_dispatches or self.nbytes + nbytes > t.max_bytes
-                or time.perf_counter() - self.since > t.max_seconds)
+                or time.perf_counter() > self.settle_by)
 
     def add(self, ticket: int, op: BufferOperation, inst: InstanceBuffers, outputs: tuple[Buffer, ...],
             nbytes: int) -> None:
         if not self.dispatches:
-            self.since = time.perf_counter()
+            self.settle_by = time.perf_counter() + self.tuning.max_seconds
         self.dispatches.append(PendingDispatch(ticket, op, inst, outputs))
         self.nbytes += nbytes
         writers = self._writers

@@ -80,6 +80,16 @@ class Executor:
             if plan.uploads:
                 self._uploads.return_unrecorded(plan)
             core.lock.release()
+        t3, device_s = self._completed(cells, deadline, used, ts)
+        return ExecuteResult(t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t0, device_s, core.hardware, True,
+                             up_bytes, seed_bytes)
+
+    def _completed(self, cells: list[MapCell], deadline: float, used: list[PooledBuffer],
+                   ts: bool) -> tuple[float, float | None]:
+        """Wait for a submitted transaction (lock not held): (when it was seen done, the GPU
+        timestamps' compute seconds when ``ts``). A failure from here on leaves the submission's
+        buffers in an unknown state: they and every read-ahead copy are discarded."""
+        core = self._core
         try:
             if core.faults is not None:
                 self._faulty_wait(cells, deadline)
@@ -87,22 +97,20 @@ class Executor:
                 core.wait(deadline, cells, "the dispatch")
             if cells[0].status != CELL_OK:
                 raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {cells[0].message}", True)
-            t3 = time.perf_counter()
+            done = time.perf_counter()
             if core.faults is not None or core.flags.lost or core.flags.errors:
-                self._core.check_after_completion()
-            device_s = self._timestamps() if ts else None
+                core.check_after_completion()
+            return done, self._timestamps() if ts else None
         except DeviceFailure:
             with core.lock:
                 self._discard(used)
             raise
-        return ExecuteResult(t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t0, device_s, core.hardware, True,
-                             up_bytes, seed_bytes)
 
     def _execute_pass(self, plan: ExecutePlan, t0: float, deadline: float) -> ExecuteResult:
         """execute() of a plan that is a compute pass alone (no uploads, parameters, seeds,
         read-ahead, stages or timestamps; no fault injector): a resident dispatch's. The same
-        checks, native calls, wait and failure handling, without the general path's bookkeeping
-        for what it does not have (lock held on entry, released here)."""
+        checks, native calls and failure handling, and the same wait (_completed), without the
+        general path's bookkeeping for what it does not have (lock held on entry, released here)."""
         core = self._core
         backend = core.backend
         try:
@@ -131,17 +139,7 @@ class Executor:
             raise
         finally:
             core.lock.release()
-        try:
-            core.wait(deadline, cells, "the dispatch")
-            if cells[0].status != CELL_OK:
-                raise DeviceFailure(FailureStage.WAIT, f"work-done fence failed: {cells[0].message}", True)
-            t2 = time.perf_counter()
-            if core.flags.lost or errors:
-                core.check_after_completion()
-        except DeviceFailure:
-            with core.lock:
-                self._discard([])
-            raise
+        t2, _ = self._completed(cells, deadline, [], False)
         return ExecuteResult(t1 - t0, 0.0, t2 - t1, time.perf_counter() - t0, None, core.hardware, True, 0, 0)
 
     def enqueue(self, plan: ExecutePlan, timeout: float) -> int:

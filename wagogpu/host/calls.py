@@ -184,9 +184,9 @@ class ImportGroup:
         if self._loss_flags.lost:
             self._check_loss()
         pending = self._pending
-        # The oldest unconfirmed dispatch older than PipelineTuning.max_seconds when the import
-        # started (asked of its start: a clock read less on every import): settle it.
-        if pending.dispatches and started - pending.since > pending.tuning.max_seconds:
+        # The oldest unconfirmed dispatch past its time bound when the import started (asked of
+        # its start: a clock read less on every import): settle it.
+        if pending.dispatches and started > pending.settle_by:
             pending.settle(call.deadline)
         return call
 
