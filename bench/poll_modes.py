@@ -19,6 +19,7 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -33,11 +34,12 @@ from wagogpu.gpu.backend import DeviceApi
 N = 1024
 
 
-def blocking_poll(core) -> None:
-    """One wgpuDevicePoll that waits until the device's queue is done (the raw backend's call)."""
-    from wagogpu.gpu import _native
+def blocking_poll(core) -> Callable[[], None]:
+    """One wgpuDevicePoll that waits until the device's queue is done (the raw backend's call),
+    bound once: the timed variants call it with nothing looked up."""
+    from wagogpu.gpu import _native  # (here: main() has checked the device runs on the raw backend)
 
-    _native._poll(core.backend._D, 1, _native._NULL)
+    return partial(_native._poll, core.backend._D, 1, _native._NULL)
 
 
 def native_variants(inst, polls: list[int]) -> dict[str, Callable[[], None]]:
@@ -55,9 +57,10 @@ def native_variants(inst, polls: list[int]) -> dict[str, Callable[[], None]]:
         return spin
 
     spin = spinning(None)
+    wait_idle = blocking_poll(core)
 
     def block(cell) -> None:
-        blocking_poll(core)
+        wait_idle()
         spin(cell)  # (a fence the blocking poll returned before: none was seen)
 
     return {"native_spin": native_resident(core, plan, group, spin),
@@ -70,10 +73,11 @@ def host_variants(inst) -> dict[str, Callable[[], None]]:
     """The guest's resident dispatch, the device's wait as it is and after a blocking poll."""
     core = inst.ctx.device._core
     wait = core.wait
+    wait_idle = blocking_poll(core)
 
     def blocking_wait(deadline, cells, what="work") -> None:
         with core.lock:
-            blocking_poll(core)
+            wait_idle()
         wait(deadline, cells, what)
 
     def dispatch(waiter) -> Callable[[], None]:

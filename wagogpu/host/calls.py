@@ -206,12 +206,14 @@ class ImportGroup:
         return (f"elements [{offset}, {offset + count}) lie past the end of buffer {buf.handle} "
                 f"({buf.type.name}, {buf.length} elements)")
 
-    def _finish(self, call: ImportCall, status: int, outcome: Outcome | None = None,
-                reason_code: ReasonCode = ReasonCode.NONE, reason: str = "",
-                counters: CounterGroup | None = None) -> int:
+    def _finish(self, call: ImportCall, status: int, counters: CounterGroup | None = None,
+                outcome: Outcome | None = None, reason_code: ReasonCode = ReasonCode.NONE,
+                reason: str = "") -> int:
         """Record Last (every non-scalar import, every status) and add this call's counters to
         Totals: ``counters`` names the group the caller knows the record can hold (see
-        diagnostics.SET_COUNTERS; NO_COUNTERS leaves Totals as they are), None any it holds."""
+        diagnostics.SET_COUNTERS; NO_COUNTERS leaves Totals as they are), None any it holds.
+        (``counters`` comes first so that the hot successes pass it positionally: a keyword call
+        takes CPython 3.11's generic call path, about 45 ns more.)"""
         op = call.op
         end = ENDINGS[status]  # (one entry: no enum conversion, no dict asked, per call)
         op.status = code = end.code

@@ -116,8 +116,8 @@ class DispatchImport(ImportGroup):
                 repeated = ctx.dispatcher.repeat(buffers, steady, call.deadline, call.op)
                 if repeated is not None:
                     if repeated.end is _PUBLISHED:  # (its only counters are the uploads')
-                        return self._finish(call, _OK, _OUTCOME_GPU, _NO_REASON, "",
-                                            UPLOAD_COUNTERS if call.op.upload_count else NO_COUNTERS)
+                        return self._finish(call, _OK, UPLOAD_COUNTERS if call.op.upload_count else NO_COUNTERS,
+                                            _OUTCOME_GPU)
                     return self._not_published(call, *known.checked, count, repeated)
         checked = self._validate(call, kernel_id, count)
         if isinstance(checked, int):

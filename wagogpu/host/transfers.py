@@ -8,7 +8,7 @@ from functools import partial
 
 from ..abi.table import IMPORTS, Status
 from ..buffers import Buffer
-from ..diagnostics import COPY_COUNTERS, SET_COUNTERS, ReasonCode
+from ..diagnostics import COPY_COUNTERS, SET_COUNTERS
 from ..memcopy import copy_bytes
 from ._wasmtime import GuestCaller, GuestMemory
 from .calls import U32, U64, Handlers, ImportCall, ImportGroup, ImportScope
@@ -26,7 +26,6 @@ class Direction:
 
 
 _OK = Status.OK  # (a global: an enum member read through its class costs CPython 3.11 ~55 ns)
-_NO_REASON = ReasonCode.NONE
 #: Every memory transfer of the ABI table, read off its name and its guest-offset parameter.
 DIRECTIONS = {spec.name: Direction(spec.name.startswith("set"), spec.params[3] == "i64")
               for spec in IMPORTS if spec.name.startswith(("setBuffer", "copyBuffer")) and "anyref" not in spec.params}
@@ -134,9 +133,8 @@ class TransferImports(ImportGroup):
         op.guest_set_count += 1
         if profile:
             op.commit += clock() - t0
-        # (a partial set may have read the buffer back first: its record holds those counters too;
-        # positional: a keyword call takes CPython 3.11's generic call path, about 45 ns more here)
-        return self._finish(call, _OK, None, _NO_REASON, "", SET_COUNTERS if full_set else None)
+        # (a partial set may have read the buffer back first: its record holds those counters too)
+        return self._finish(call, _OK, SET_COUNTERS if full_set else None)
 
     def _copy_back(self, call: ImportCall, buf: Buffer, guest: int, skip: int, nbytes: int) -> int:
         """From the CPU copy, a parked readback, or a readback published to the guest piece by
@@ -154,4 +152,4 @@ class TransferImports(ImportGroup):
         op.guest_copy_count += 1
         if profile:
             op.commit += time.perf_counter() - t0 - (op.download + op.conversion - read_s)
-        return self._finish(call, _OK, None, _NO_REASON, "", COPY_COUNTERS)
+        return self._finish(call, _OK, COPY_COUNTERS)
